@@ -1,0 +1,1 @@
+"""Async OpenAI-compatible client (aiohttp) with per-token timing."""

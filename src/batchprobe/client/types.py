@@ -1,0 +1,84 @@
+"""What the client is asked to send and what it records (the contract with probe/)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+Api = Literal["completions", "chat"]
+
+
+class ErrorKind(str, Enum):
+    """Why a request failed, classified once in the client."""
+
+    CONNECT_ERROR = "connect_error"
+    CONNECT_TIMEOUT = "connect_timeout"
+    READ_TIMEOUT = "read_timeout"
+    TOTAL_TIMEOUT = "total_timeout"
+    HTTP_STATUS = "http_status"
+    FINISH_REASON_ERROR = "finish_reason_error"
+    EMPTY_OUTPUT = "empty_output"
+    MALFORMED_STREAM = "malformed_stream"
+    DISCONNECTED = "disconnected"
+
+
+class RequestError(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: ErrorKind
+    message: str
+    http_status: int | None = None
+    body_excerpt: str | None = Field(default=None, description="First 500 characters of the body.")
+
+
+class CompletionRequest(BaseModel):
+    """One request. For ``api="chat"`` the prompt becomes a single user message."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    request_id: str
+    api: Api = "completions"
+    prompt: str
+    max_tokens: int = Field(ge=1)
+    temperature: float = 0.0
+    seed: int | None = None
+    logprobs: int | None = Field(
+        default=None, ge=0, description="Ask for per-token logprobs (top-k count; 0 = chosen only)."
+    )
+    stream: bool = True
+    extra_body: dict[str, JsonValue] = Field(
+        default_factory=dict, description="Engine-specific fields, e.g. {'cache_prompt': False}."
+    )
+
+
+class RequestRecord(BaseModel):
+    """What happened to one request. Times are ``time.perf_counter()`` seconds."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    request_id: str
+    started_at: float
+    first_token_at: float | None = None
+    finished_at: float
+    token_times: list[float] = Field(
+        default_factory=list, description="Arrival time of each content-bearing chunk."
+    )
+    pieces: list[str] = Field(
+        default_factory=list, description="Text of each content-bearing chunk, in order."
+    )
+    text: str = ""
+    completion_tokens: int | None = Field(default=None, description="usage.completion_tokens")
+    prompt_tokens: int | None = Field(default=None, description="usage.prompt_tokens")
+    cached_tokens: int | None = Field(
+        default=None, description="usage.prompt_tokens_details.cached_tokens"
+    )
+    finish_reason: str | None = None
+    logprobs: list[float] | None = None
+    streamed: bool = True
+    error: RequestError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None

@@ -1,0 +1,106 @@
+"""The batchprobe exception hierarchy.
+
+Every failure batchprobe reports on purpose is one of these; foreign exceptions
+(aiohttp, OSError, pydantic) are translated where they enter, raised ``from`` the
+original, and turned into exit codes and one clear line at the CLI boundary only.
+
+    BatchprobeError
+    ├── ConfigError            bad user input: names the field and the allowed values
+    ├── EngineError            anything about the server under test
+    │   ├── EngineUnreachable      nothing answers at the URL
+    │   ├── EngineNotInstalled     a managed engine has no environment yet
+    │   ├── EngineInstallFailed    building its environment failed
+    │   ├── EngineFailedToStart    launched but never became ready
+    │   │   └── EngineExitedEarly      ... because the process exited
+    │   └── EngineDied             was ready, then stopped answering
+    ├── ProbeInterrupted       SIGINT/SIGTERM during a run
+    └── BridgeError            the git-bus bridge
+        └── ManifestError          a request manifest failed validation
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BatchprobeError",
+    "BridgeError",
+    "ConfigError",
+    "EngineDied",
+    "EngineError",
+    "EngineExitedEarly",
+    "EngineFailedToStart",
+    "EngineInstallFailed",
+    "EngineNotInstalled",
+    "EngineUnreachable",
+    "ManifestError",
+    "ProbeInterrupted",
+]
+
+
+class BatchprobeError(Exception):
+    """Base class of every error batchprobe raises on purpose."""
+
+
+class ConfigError(BatchprobeError):
+    """Invalid user input. The message names the field and what is allowed."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class EngineError(BatchprobeError):
+    """The server under test failed. ``log_tail`` holds its last log lines when known."""
+
+    def __init__(self, message: str, *, log_tail: str | None = None) -> None:
+        self.log_tail = log_tail
+        super().__init__(message)
+
+
+class EngineUnreachable(EngineError):
+    """Nothing answered at the base URL."""
+
+
+class EngineNotInstalled(EngineError):
+    """A managed engine has no environment; ``install_command`` creates it."""
+
+    def __init__(self, message: str, *, install_command: list[str]) -> None:
+        self.install_command = install_command
+        super().__init__(message)
+
+
+class EngineInstallFailed(EngineError):
+    """Creating an engine's environment failed."""
+
+
+class EngineFailedToStart(EngineError):
+    """A launched engine never became ready. ``reproduce`` is the exact argv."""
+
+    def __init__(
+        self, message: str, *, log_tail: str | None = None, reproduce: list[str] | None = None
+    ) -> None:
+        self.reproduce = reproduce
+        super().__init__(message, log_tail=log_tail)
+
+
+class EngineExitedEarly(EngineFailedToStart):
+    """The engine process exited before it became ready."""
+
+
+class EngineDied(EngineError):
+    """The engine was ready and then stopped answering."""
+
+
+class ProbeInterrupted(BatchprobeError):
+    """The run was interrupted by a signal; the verdict file says how far it got."""
+
+
+class BridgeError(BatchprobeError):
+    """Failure in the git-bus bridge."""
+
+
+class ManifestError(BridgeError):
+    """A bridge manifest was rejected. ``field`` names the offending field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}")

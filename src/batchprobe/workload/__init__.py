@@ -1,0 +1,1 @@
+"""Workloads: recall (needle in a haystack, unique needle per session) and decode."""
