@@ -1,1 +1,43 @@
-"""batchprobe.results"""
+"""Typed results: the verdict file's models, atomic writing, JSON Schema."""
+
+from batchprobe.results.diagnosis import Diagnosis
+from batchprobe.results.models import (
+    SCHEMA_VERSION,
+    ArmComparison,
+    ArmMetrics,
+    ArmResult,
+    ArmSpec,
+    Distribution,
+    Divergence,
+    Environment,
+    Outcome,
+    Report,
+    RunConfig,
+    SessionResult,
+    Status,
+    Verdict,
+)
+from batchprobe.results.thresholds import Thresholds
+from batchprobe.results.writer import json_schema, read_report, write_report
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ArmComparison",
+    "ArmMetrics",
+    "ArmResult",
+    "ArmSpec",
+    "Diagnosis",
+    "Distribution",
+    "Divergence",
+    "Environment",
+    "Outcome",
+    "Report",
+    "RunConfig",
+    "SessionResult",
+    "Status",
+    "Thresholds",
+    "Verdict",
+    "json_schema",
+    "read_report",
+    "write_report",
+]

@@ -1,0 +1,124 @@
+"""Running one arm: warm-up, then each workload at the arm's concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pydantic import JsonValue
+
+from batchprobe.client import OpenAIClient
+from batchprobe.client.types import CompletionRequest, RequestRecord
+from batchprobe.results.models import ArmResult, PromptStyle, SessionResult
+from batchprobe.results.thresholds import Thresholds
+from batchprobe.workload.items import WorkItem
+from batchprobe.workload.scoring import score_recall
+
+_EXCERPT = 200
+
+
+@dataclass
+class ArmContext:
+    """What every arm of a run shares."""
+
+    run_id: str
+    prompt_style: PromptStyle
+    seed: int
+    thresholds: Thresholds
+    items: list[WorkItem]
+    extra_body: dict[str, JsonValue] = field(default_factory=dict)
+    logprobs: int | None = None
+    on_session: Callable[[ArmResult, SessionResult], None] = lambda arm, s: None
+
+    @property
+    def codes(self) -> dict[int, str]:
+        return {i.session: i.expected_code for i in self.items if i.expected_code is not None}
+
+
+def _is_buffered(times: list[float], span_ms: float) -> bool:
+    return len(times) >= 4 and (times[-1] - times[0]) * 1000.0 <= span_ms
+
+
+def to_session(
+    arm: str, item: WorkItem, rec: RequestRecord, t0: float, ctx: ArmContext
+) -> SessionResult:
+    """Score a request record and put its times relative to the arm start ``t0``."""
+    times = rec.token_times
+    result = SessionResult(
+        arm=arm,
+        workload=item.workload,
+        session=item.session,
+        request_id=rec.request_id,
+        error=rec.error,
+        expected_code=item.expected_code,
+        answer_excerpt=rec.text[:_EXCERPT],
+        text=rec.text,
+        pieces=rec.pieces,
+        finish_reason=rec.finish_reason,
+        prompt_tokens=rec.prompt_tokens,
+        completion_tokens=rec.completion_tokens,
+        cached_tokens=rec.cached_tokens,
+        start_s=rec.started_at - t0,
+        first_token_s=None if rec.first_token_at is None else rec.first_token_at - t0,
+        last_token_s=times[-1] - t0 if times else None,
+        end_s=rec.finished_at - t0,
+        itl_s=[b - a for a, b in itertools.pairwise(times)],
+        streamed=rec.streamed,
+        buffered=rec.streamed and _is_buffered(times, ctx.thresholds.buffered_span_ms),
+    )
+    if item.workload == "recall" and item.expected_code is not None:
+        # An error is an error, not a miss: only answers are scored (cross-talk still counts).
+        score = score_recall(rec.text, item.session, ctx.codes)
+        result.hit = score.hit if rec.error is None else None
+        result.cross_talk_from = score.cross_talk_from
+    return result
+
+
+def _request(item: WorkItem, arm: str, ctx: ArmContext) -> CompletionRequest:
+    return CompletionRequest(
+        request_id=f"{ctx.run_id}-{arm}-{item.workload}-{item.session}",
+        api="chat" if ctx.prompt_style == "chat" else "completions",
+        prompt=item.prompt,
+        max_tokens=item.max_tokens,
+        temperature=0.0,
+        seed=ctx.seed,
+        logprobs=ctx.logprobs,
+        extra_body=dict(ctx.extra_body),
+    )
+
+
+async def warm_up(client: OpenAIClient, arm: str, ctx: ArmContext) -> RequestRecord:
+    """An unmeasured request with its own prompt, so nothing it caches helps a measured one."""
+    request = CompletionRequest(
+        request_id=f"{ctx.run_id}-{arm}-warmup",
+        api="chat" if ctx.prompt_style == "chat" else "completions",
+        prompt=f"[warm-up {ctx.run_id} {arm}] The weather today is",
+        max_tokens=4,
+        extra_body=dict(ctx.extra_body),
+    )
+    return await client.complete(request)
+
+
+async def run_workloads(client: OpenAIClient, arm: ArmResult, ctx: ArmContext) -> float:
+    """Run every item at the arm's concurrency, one workload after the other; return wall time."""
+    t0 = time.perf_counter()
+    limit = asyncio.Semaphore(arm.spec.concurrency)
+
+    async def one(item: WorkItem) -> None:
+        async with limit:
+            record = await client.complete(_request(item, arm.spec.name, ctx))
+        session = to_session(arm.spec.name, item, record, t0, ctx)
+        arm.sessions.append(session)
+        ctx.on_session(arm, session)
+
+    for workload in ("recall", "decode"):
+        batch = [i for i in ctx.items if i.workload == workload]
+        if arm.spec.concurrency == 1:
+            for item in batch:
+                await one(item)
+        elif batch:
+            await asyncio.gather(*(one(i) for i in batch))
+    return time.perf_counter() - t0

@@ -1,0 +1,42 @@
+"""How many characters make a token for this server's tokenizer (for haystack sizing)."""
+
+from __future__ import annotations
+
+import random
+
+from batchprobe.client import OpenAIClient
+from batchprobe.client.types import CompletionRequest
+from batchprobe.workload.haystack import DEFAULT_CHARS_PER_TOKEN, filler_lines
+
+_SAMPLE_TOKENS = 400
+
+
+async def calibrate_chars_per_token(
+    client: OpenAIClient, run_id: str, prompt_style: str
+) -> tuple[float | None, str | None]:
+    """(chars per token, a warning when it had to fall back to the estimate).
+
+    Uses the server's tokenize endpoint when it has one, else ``usage.prompt_tokens`` of a
+    one-token request on a filler sample that shares no prefix with any measured prompt.
+    """
+    sample = f"[calibration {run_id}]\n" + "\n".join(
+        filler_lines(random.Random(run_id), int(_SAMPLE_TOKENS * DEFAULT_CHARS_PER_TOKEN))
+    )
+    tokens = await client.tokenize(sample)
+    if tokens is None:
+        record = await client.complete(
+            CompletionRequest(
+                request_id=f"{run_id}-calibration",
+                api="chat" if prompt_style == "chat" else "completions",
+                prompt=sample,
+                max_tokens=1,
+                stream=False,
+            )
+        )
+        tokens = record.prompt_tokens
+    if not tokens:
+        return None, (
+            "haystack size estimated at "
+            f"{DEFAULT_CHARS_PER_TOKEN} characters per token: the server reported no token counts"
+        )
+    return len(sample) / tokens, None

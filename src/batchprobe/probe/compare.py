@@ -1,0 +1,52 @@
+"""Comparisons of each arm against the baseline arm."""
+
+from __future__ import annotations
+
+from batchprobe.results.models import ArmComparison, ArmResult, Divergence, SessionResult
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num is not None and den else None
+
+
+def first_divergence(base: SessionResult, other: SessionResult) -> Divergence | None:
+    """None when the texts are equal; else where the chunk sequences first differ."""
+    if base.text == other.text:
+        return None
+    pairs = enumerate(zip(base.pieces, other.pieces))
+    shorter = min(len(base.pieces), len(other.pieces))
+    index = next((i for i, (a, b) in pairs if a != b), shorter)
+    return Divergence(
+        workload=base.workload,
+        session=base.session,
+        index=index,
+        baseline=base.pieces[index] if index < len(base.pieces) else None,
+        arm=other.pieces[index] if index < len(other.pieces) else None,
+    )
+
+
+def compare(arm: ArmResult, baseline: ArmResult) -> ArmComparison:
+    base_m, arm_m = baseline.metrics, arm.metrics
+    comparison = ArmComparison(arm=arm.spec.name, baseline=baseline.spec.name)
+    if base_m is None or arm_m is None:
+        return comparison
+    speedup = _ratio(arm_m.decode_tokens_per_s, base_m.decode_tokens_per_s)
+    comparison.decode_speedup = speedup
+    comparison.scaling_efficiency = None if speedup is None else speedup / arm.spec.concurrency
+    comparison.prefill_speedup = _ratio(arm_m.prefill_tokens_per_s, base_m.prefill_tokens_per_s)
+    if base_m.recall is not None and arm_m.recall is not None:
+        comparison.recall_delta = arm_m.recall - base_m.recall
+    base_ok = {(s.workload, s.session): s for s in baseline.sessions if s.ok}
+    for s in arm.sessions:
+        base = base_ok.get((s.workload, s.session))
+        if base is None or not s.ok:
+            continue
+        comparison.greedy_compared += 1
+        divergence = first_divergence(base, s)
+        if divergence is None:
+            comparison.greedy_matches += 1
+        else:
+            comparison.divergences.append(divergence)
+    if comparison.greedy_compared:
+        comparison.greedy_match_rate = comparison.greedy_matches / comparison.greedy_compared
+    return comparison

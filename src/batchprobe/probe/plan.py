@@ -1,0 +1,47 @@
+"""Plans: which arms a run has. An arm is written ``name@N`` (``batching@8``)."""
+
+from __future__ import annotations
+
+import re
+
+from batchprobe.errors import ConfigError
+from batchprobe.results.models import ArmSpec
+
+MODES = ("simple", "batching")
+_ARM = re.compile(r"^(?P<name>[a-z][a-z0-9_-]*)@(?P<n>[0-9]+)$")
+
+
+def url_arms(sessions: int) -> list[ArmSpec]:
+    """The default plan for a URL: everything one at a time, then everything at once."""
+    return [ArmSpec(name="serial", concurrency=1), ArmSpec(name="concurrent", concurrency=sessions)]
+
+
+def engine_arms(sessions: int) -> list[ArmSpec]:
+    """The default plan for a managed engine.
+
+    ``batching@1`` beside ``simple@1`` separates a configuration bug (batching mode broken even
+    alone) from a concurrency bug (broken only with several sessions in flight).
+    """
+    return [
+        ArmSpec(name="simple@1", concurrency=1, mode="simple"),
+        ArmSpec(name="batching@1", concurrency=1, mode="batching"),
+        ArmSpec(name=f"batching@{sessions}", concurrency=sessions, mode="batching"),
+    ]
+
+
+def parse_arms(text: str, *, managed: bool) -> list[ArmSpec]:
+    """Parse ``--arms``. With a managed engine the name is the mode: simple or batching."""
+    arms: list[ArmSpec] = []
+    for raw in (part.strip() for part in text.split(",")):
+        match = _ARM.match(raw)
+        if match is None:
+            raise ConfigError("--arms", f"'{raw}' is not NAME@N (e.g. serial@1,concurrent@8)")
+        name, n = match["name"], int(match["n"])
+        if n < 1:
+            raise ConfigError("--arms", f"'{raw}': N must be at least 1")
+        if managed and name not in MODES:
+            raise ConfigError("--arms", f"'{raw}': mode must be one of {', '.join(MODES)}")
+        arms.append(ArmSpec(name=raw, concurrency=n, mode=name if managed else None))
+    if len({a.name for a in arms}) != len(arms):
+        raise ConfigError("--arms", "each arm may appear once")
+    return arms

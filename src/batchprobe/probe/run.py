@@ -1,0 +1,289 @@
+"""The whole probe: arms in order, the verdict file written at every step and always at the end."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import secrets
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Protocol
+
+from batchprobe import __version__
+from batchprobe.client import OpenAIClient, Timeouts
+from batchprobe.client import run as run_async
+from batchprobe.errors import BatchprobeError, EngineDied, EngineUnreachable
+from batchprobe.probe.arm import ArmContext, run_workloads, warm_up
+from batchprobe.probe.calibrate import calibrate_chars_per_token
+from batchprobe.probe.compare import compare
+from batchprobe.probe.endpoint import Endpoint, EndpointProvider
+from batchprobe.probe.metrics import arm_metrics
+from batchprobe.probe.status import status_for
+from batchprobe.probe.verdict import decide
+from batchprobe.results.models import (
+    ArmResult,
+    ArmSpec,
+    Environment,
+    Report,
+    RunConfig,
+    SessionResult,
+    Status,
+)
+from batchprobe.results.writer import write_report
+from batchprobe.workload.decode import build_decode_items
+from batchprobe.workload.recall import build_recall_items
+
+LLAMA_CPP = "llama.cpp"
+
+
+class ProbeListener(Protocol):
+    """Progress callbacks (the CLI draws them with rich)."""
+
+    def arm_started(self, arm: ArmResult, total: int) -> None: ...
+
+    def session_done(self, arm: ArmResult, session: SessionResult) -> None: ...
+
+    def arm_finished(self, arm: ArmResult) -> None: ...
+
+
+class _Quiet:
+    def arm_started(self, arm: ArmResult, total: int) -> None:
+        pass
+
+    def session_done(self, arm: ArmResult, session: SessionResult) -> None:
+        pass
+
+    def arm_finished(self, arm: ArmResult) -> None:
+        pass
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_report(config: RunConfig) -> Report:
+    return Report(
+        run_id=secrets.token_hex(4),
+        started_at=_now(),
+        config=config,
+        environment=Environment(
+            batchprobe_version=__version__,
+            python=sys.version.split()[0],
+            platform=platform.platform(),
+        ),
+    )
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM takes the same path as Ctrl-C, so the verdict file says 'interrupted'."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def forward(signum: int, frame: object) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class _Run:
+    def __init__(
+        self, config: RunConfig, output: Path, provider: EndpointProvider, listener: ProbeListener
+    ) -> None:
+        self.config = config
+        self.output = output
+        self.provider = provider
+        self.listener = listener
+        self.report = new_report(config)
+        self.ctx: ArmContext | None = None
+
+    def save(self) -> None:
+        write_report(self.report, self.output)
+
+    async def _prepare(self, ep: Endpoint) -> ArmContext:
+        async with OpenAIClient(ep.base_url, timeouts=self._timeouts()) as probe:
+            models = await probe.list_models()
+            props = await probe.get_json("/props")
+        model = ep.model or (models[0] if models else None)
+        if model is None:
+            raise EngineUnreachable(f"{ep.base_url} lists no model; pass --model")
+        env = self.report.environment
+        env.served_model = model
+        if isinstance(props, dict) and "default_generation_settings" in props:
+            env.server_kind = LLAMA_CPP
+        if self.ctx is None:
+            self.ctx = await self._build_context(ep, model)
+        return self.ctx
+
+    def _timeouts(self) -> Timeouts:
+        return Timeouts(total=self.config.request_timeout_s)
+
+    async def _build_context(self, ep: Endpoint, model: str) -> ArmContext:
+        cfg = self.config
+        run_id = self.report.run_id
+        extra: dict[str, object] = {}
+        if self.report.environment.server_kind == LLAMA_CPP:
+            extra["cache_prompt"] = False
+        cpt = None
+        if "recall" in cfg.workloads:
+            async with OpenAIClient(ep.base_url, model=model, timeouts=self._timeouts()) as client:
+                cpt, note = await calibrate_chars_per_token(client, run_id, cfg.prompt_style)
+            if note:
+                self.report.warnings.append(note)
+        items = []
+        if "recall" in cfg.workloads:
+            items += build_recall_items(
+                run_id=run_id,
+                sessions=cfg.sessions,
+                haystack_tokens=cfg.haystack_tokens,
+                prompt_style=cfg.prompt_style,
+                max_tokens=cfg.recall_max_tokens,
+                seed=cfg.seed,
+                **({"chars_per_token": cpt} if cpt else {}),
+            )
+        if "decode" in cfg.workloads:
+            items += build_decode_items(
+                run_id=run_id,
+                sessions=cfg.sessions,
+                max_tokens=cfg.max_tokens,
+                prompt_style=cfg.prompt_style,
+                seed=cfg.seed,
+            )
+        return ArmContext(
+            run_id=run_id,
+            prompt_style=cfg.prompt_style,
+            seed=cfg.seed,
+            thresholds=cfg.thresholds,
+            items=items,
+            extra_body=extra,  # type: ignore[arg-type]
+            on_session=self._on_session,
+        )
+
+    def _on_session(self, arm: ArmResult, session: SessionResult) -> None:
+        self.listener.session_done(arm, session)
+
+    async def _arm(self, ep: Endpoint, arm: ArmResult) -> None:
+        ctx = await self._prepare(ep)
+        model = self.report.environment.served_model
+        async with OpenAIClient(ep.base_url, model=model, timeouts=self._timeouts()) as client:
+            warm = await warm_up(client, arm.spec.name, ctx)
+            if warm.error is not None:
+                arm.warnings.append(f"warm-up failed: {warm.error.kind.value}: {warm.error.message}")
+            self.listener.arm_started(arm, len(ctx.items))
+            arm.metrics = arm_metrics(arm.sessions, await run_workloads(client, arm, ctx))
+            arm.server_alive_after = await _answers(client)
+        if ep.is_alive is not None and not ep.is_alive():
+            arm.server_alive_after = False
+
+    def run_arm(self, spec: ArmSpec) -> None:
+        arm = ArmResult(spec=spec, state="running", started_at=_now())
+        self.report.arms.append(arm)
+        self.save()
+        with self.provider(spec) as ep:
+            arm.engine_version = ep.engine_version
+            self.report.environment.engine_version = ep.engine_version
+            try:
+                run_async(self._arm(ep, arm))
+            finally:
+                self._diagnose(ep, arm)
+            arm.served_model = self.report.environment.served_model
+            uncontrolled = ep.cache_control != "restart" and (
+                self.report.environment.server_kind != LLAMA_CPP
+            )
+            if uncontrolled and len(self.config.arms) > 1:
+                _warn_once(
+                    self.report,
+                    "prefix cache not controlled: the server has no per-request switch and is not "
+                    "restarted between arms, so a later arm may reuse an earlier arm's cached "
+                    "prompts; see cached_prompt_tokens per arm",
+                )
+        arm.state = "done"
+        self.listener.arm_finished(arm)
+        self.save()
+        if arm.server_alive_after is False:
+            raise EngineDied(f"the server stopped answering after arm {spec.name}")
+
+    def _diagnose(self, ep: Endpoint, arm: ArmResult) -> None:
+        bodies = [
+            s.error.body_excerpt or s.error.message for s in arm.sessions if s.error is not None
+        ]
+        if not bodies and arm.server_alive_after is not False:
+            return
+        known = {d.issue_id for d in self.report.diagnoses}
+        for diagnosis in ep.diagnose(bodies):
+            if diagnosis.issue_id not in known:
+                known.add(diagnosis.issue_id)
+                self.report.diagnoses.append(diagnosis)
+
+    def finish(self, status: Status, error: str | None = None) -> None:
+        report = self.report
+        report.status = status
+        report.error = error
+        for arm in report.arms:
+            if arm.state == "running":
+                arm.state = "interrupted" if status is Status.INTERRUPTED else "failed"
+            if arm.metrics is None and arm.sessions:
+                arm.metrics = arm_metrics(arm.sessions, 0.0)
+        base = report.arms[0] if report.arms else None
+        report.comparisons = [compare(a, base) for a in report.arms[1:]] if base else []
+        for arm in report.arms[1:]:
+            cached = arm.metrics.cached_prompt_tokens if arm.metrics else None
+            if cached:
+                _warn_once(
+                    report,
+                    f"arm {arm.spec.name} reported {cached} cached prompt tokens: its figures may "
+                    "be flattered by a prefix cache",
+                )
+        report.verdict = decide(status, report.arms, report.comparisons, self.config.thresholds)
+        report.finished_at = _now()
+        self.save()
+
+
+def _warn_once(report: Report, message: str) -> None:
+    if message not in report.warnings:
+        report.warnings.append(message)
+
+
+async def _answers(client: OpenAIClient) -> bool:
+    try:
+        await client.list_models()
+    except EngineUnreachable:
+        return False
+    return True
+
+
+def run_probe(
+    config: RunConfig,
+    output: Path,
+    provider: EndpointProvider,
+    listener: ProbeListener | None = None,
+) -> Report:
+    """Run every arm of ``config``; the verdict file at ``output`` is always left valid."""
+    run = _Run(config, output, provider, listener or _Quiet())
+    run.save()
+    # Anything not caught below propagates with its traceback; the file still says "error".
+    status, error = Status.ERROR, "unexpected internal error (see the traceback)"
+    with sigterm_as_interrupt():
+        try:
+            for spec in config.arms:
+                run.run_arm(spec)
+            status, error = Status.OK, None
+        except BatchprobeError as exc:
+            status, error = status_for(exc), str(exc)
+            run.report.log_tail = getattr(exc, "log_tail", None)
+        except KeyboardInterrupt:
+            status, error = Status.INTERRUPTED, "interrupted by a signal"
+        finally:
+            run.finish(status, error)
+    return run.report
+

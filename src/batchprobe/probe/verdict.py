@@ -1,0 +1,107 @@
+"""The verdict: parallel? correct? PASS / FAIL / INCONCLUSIVE, with reasons."""
+
+from __future__ import annotations
+
+from batchprobe.results.models import (
+    ArmComparison,
+    ArmResult,
+    Outcome,
+    Status,
+    Verdict,
+)
+from batchprobe.results.thresholds import Thresholds
+
+
+def _errors(arm: ArmResult) -> list[str]:
+    m = arm.metrics
+    if m is None or not m.errors_by_kind:
+        return []
+    kinds = ", ".join(f"{kind.value} x{count}" for kind, count in sorted(m.errors_by_kind.items()))
+    failed = m.sessions - m.ok_sessions
+    return [f"arm {arm.spec.name}: {failed}/{m.sessions} sessions errored ({kinds})"]
+
+
+def _cross_talk(arm: ArmResult) -> list[str]:
+    return [
+        f"arm {arm.spec.name}: session {s.session} answered with the code of session(s) "
+        f"{', '.join(map(str, s.cross_talk_from))} (cross-talk)"
+        for s in arm.sessions
+        if s.cross_talk_from
+    ]
+
+
+def _correctness(
+    arms: list[ArmResult], comparisons: list[ArmComparison], t: Thresholds, recall_ok: bool
+) -> list[str]:
+    failures: list[str] = []
+    for arm in arms:
+        failures += _errors(arm) + _cross_talk(arm)
+        if arm.server_alive_after is False:
+            failures.append(f"arm {arm.spec.name}: the server stopped answering after this arm")
+    for c in comparisons:
+        if recall_ok and c.recall_delta is not None and -c.recall_delta > t.max_recall_drop:
+            failures.append(
+                f"arm {c.arm}: recall dropped by {-c.recall_delta:.0%} against {c.baseline} "
+                f"(tolerated: {t.max_recall_drop:.0%})"
+            )
+        if t.strict_greedy and c.greedy_compared and c.greedy_matches < c.greedy_compared:
+            failures.append(
+                f"arm {c.arm}: {c.greedy_compared - c.greedy_matches}/{c.greedy_compared} greedy "
+                f"outputs differ from {c.baseline} (strict greedy)"
+            )
+    return failures
+
+
+def _parallel(
+    arms: list[ArmResult], comparisons: list[ArmComparison], t: Thresholds
+) -> tuple[bool | None, str]:
+    widest = max(arms[1:], key=lambda a: a.spec.concurrency, default=None)
+    if widest is None or widest.spec.concurrency <= arms[0].spec.concurrency:
+        return None, "no arm runs more sessions at once than the baseline: parallelism not measured"
+    comp = next(c for c in comparisons if c.arm == widest.spec.name)
+    if comp.decode_speedup is None:
+        return None, f"arm {widest.spec.name}: no decode throughput to compare (no successful decode)"
+    speedup, n = comp.decode_speedup, widest.spec.concurrency
+    figure = f"decode speedup {speedup:.2f}x at {n} sessions over {comp.baseline}"
+    if speedup >= t.min_speedup:
+        return True, f"parallel: {figure} (threshold {t.min_speedup:.2f}x)"
+    return False, f"not parallel: {figure}, below the {t.min_speedup:.2f}x threshold"
+
+
+def decide(
+    status: Status, arms: list[ArmResult], comparisons: list[ArmComparison], t: Thresholds
+) -> Verdict:
+    done = [a for a in arms if a.metrics is not None]
+    if not done or done[0] is not arms[0]:
+        why = "the baseline arm did not complete" if arms else "no arm ran"
+        return Verdict(reasons=[f"{why} (status {status.value})"])
+    baseline = done[0]
+    base_recall = baseline.metrics.recall if baseline.metrics else None
+    recall_ok = base_recall is None or base_recall >= t.recall_floor
+    reasons: list[str] = []
+    failures = _correctness(done, comparisons, t, recall_ok)
+    if failures:
+        correct: bool | None = False
+        reasons += failures
+    elif not recall_ok:
+        correct = None
+        reasons.append(
+            f"recall not judged: the baseline arm {baseline.spec.name} found only "
+            f"{base_recall:.0%} of its needles (floor {t.recall_floor:.0%}); "
+            "try a shorter --haystack-tokens or a model that can do the task"
+        )
+    elif status is not Status.OK:
+        correct = None
+        reasons.append(f"run stopped early (status {status.value}): correctness not fully judged")
+    else:
+        correct = True
+        reasons.append("correct: no errors, no cross-talk, recall kept against the baseline")
+    parallel, why = _parallel(done, comparisons, t)
+    reasons.append(why)
+    if correct is False or parallel is False:
+        outcome = Outcome.FAIL
+    elif correct and parallel:
+        outcome = Outcome.PASS
+    else:
+        outcome = Outcome.INCONCLUSIVE
+    return Verdict(outcome=outcome, parallel=parallel, correct=correct, reasons=reasons)

@@ -1,0 +1,220 @@
+"""The verdict file's models. Bump SCHEMA_VERSION on any incompatible change."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from batchprobe.client.types import ErrorKind, RequestError
+from batchprobe.results.diagnosis import Diagnosis
+from batchprobe.results.thresholds import Thresholds
+
+SCHEMA_VERSION = "1.0"
+
+Workload = Literal["recall", "decode"]
+PromptStyle = Literal["completion", "chat"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Status(str, Enum):
+    """Where the run stands. Everything but ``running`` and ``ok`` means it stopped early."""
+
+    RUNNING = "running"
+    OK = "ok"
+    CONFIG_ERROR = "config_error"
+    ENGINE_UNREACHABLE = "engine_unreachable"
+    ENGINE_NOT_INSTALLED = "engine_not_installed"
+    ENGINE_INSTALL_FAILED = "engine_install_failed"
+    ENGINE_FAILED_TO_START = "engine_failed_to_start"
+    ENGINE_EXITED_EARLY = "engine_exited_early"
+    ENGINE_DIED = "engine_died"
+    INTERRUPTED = "interrupted"
+    ERROR = "error"
+
+
+class Outcome(str, Enum):
+    PASS = "PASS"
+    FAIL = "FAIL"
+    INCONCLUSIVE = "INCONCLUSIVE"
+
+
+class ArmSpec(_Model):
+    """One arm: a server configuration (``mode``, None for a plain URL) and a concurrency."""
+
+    name: str
+    concurrency: int = Field(ge=1)
+    mode: Literal["simple", "batching"] | None = None
+
+
+class SessionResult(_Model):
+    """One request of one arm, scored."""
+
+    arm: str
+    workload: Workload
+    session: int = Field(description="Index of the item; the same item has the same index in every arm.")
+    request_id: str
+    error: RequestError | None = None
+    expected_code: str | None = Field(default=None, description="recall: this session's needle")
+    hit: bool | None = Field(default=None, description="recall: own code found in the answer")
+    cross_talk_from: list[int] = Field(
+        default_factory=list, description="recall: sessions whose codes appear in this answer"
+    )
+    answer_excerpt: str = ""
+    text: str = Field(default="", description="The whole generated text (for greedy comparison).")
+    pieces: list[str] = Field(default_factory=list, description="Generated text, chunk by chunk.")
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    start_s: float = Field(description="Request start, seconds since the arm began.")
+    first_token_s: float | None = Field(default=None, description="Seconds since the arm began.")
+    last_token_s: float | None = Field(default=None, description="Seconds since the arm began.")
+    end_s: float = Field(description="Seconds since the arm began.")
+    itl_s: list[float] = Field(default_factory=list, description="Gaps between streamed chunks.")
+    streamed: bool = True
+    buffered: bool = Field(
+        default=False, description="Every token arrived at once: timed end to end instead."
+    )
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def ttft_s(self) -> float | None:
+        return None if self.first_token_s is None else self.first_token_s - self.start_s
+
+    @property
+    def e2e_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+class Distribution(_Model):
+    n: int
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+    max: float
+
+
+class ArmMetrics(_Model):
+    sessions: int
+    ok_sessions: int
+    errors_by_kind: dict[ErrorKind, int] = Field(default_factory=dict)
+    recall: float | None = Field(default=None, description="hits / recall sessions that answered")
+    recall_hits: int = 0
+    recall_sessions: int = 0
+    cross_talk_sessions: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_prompt_tokens: int | None = Field(
+        default=None, description="Sum of usage.prompt_tokens_details.cached_tokens when reported."
+    )
+    decode_tokens_per_s: float | None = Field(
+        default=None,
+        description="decode workload: tokens after each first token / union of decode windows",
+    )
+    recall_decode_tokens_per_s: float | None = None
+    prefill_tokens_per_s: float | None = Field(
+        default=None, description="recall workload: prompt tokens / union of prefill windows"
+    )
+    ttft_s: Distribution | None = None
+    itl_s: Distribution | None = None
+    e2e_s: Distribution | None = None
+    buffered_sessions: int = 0
+    wall_s: float = 0.0
+
+
+class ArmResult(_Model):
+    spec: ArmSpec
+    state: Literal["pending", "running", "done", "failed", "interrupted"] = "pending"
+    started_at: str | None = None
+    sessions: list[SessionResult] = Field(default_factory=list)
+    metrics: ArmMetrics | None = None
+    server_alive_after: bool | None = None
+    engine_version: str | None = None
+    served_model: str | None = None
+    error: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+
+class Divergence(_Model):
+    workload: Workload
+    session: int
+    index: int = Field(description="Index of the first differing chunk.")
+    baseline: str | None
+    arm: str | None
+
+
+class ArmComparison(_Model):
+    arm: str
+    baseline: str
+    decode_speedup: float | None = None
+    scaling_efficiency: float | None = Field(default=None, description="speedup / concurrency")
+    prefill_speedup: float | None = None
+    recall_delta: float | None = Field(default=None, description="arm recall - baseline recall")
+    greedy_compared: int = 0
+    greedy_matches: int = 0
+    greedy_match_rate: float | None = None
+    divergences: list[Divergence] = Field(default_factory=list)
+
+
+class Verdict(_Model):
+    outcome: Outcome = Outcome.INCONCLUSIVE
+    parallel: bool | None = None
+    correct: bool | None = None
+    reasons: list[str] = Field(default_factory=list)
+
+
+class RunConfig(_Model):
+    """Everything that shaped the run (what a rerun needs)."""
+
+    base_url: str | None = None
+    engine: str | None = None
+    model: str | None = None
+    sessions: int = Field(default=8, ge=1, le=1024)
+    haystack_tokens: int = Field(default=1200, ge=64, le=200_000)
+    max_tokens: int = Field(default=128, ge=8, le=4096, description="decode workload output length")
+    recall_max_tokens: int = Field(default=16, ge=1, le=512)
+    prompt_style: PromptStyle = "completion"
+    workloads: list[Workload] = Field(default_factory=lambda: ["recall", "decode"])
+    seed: int = 0
+    arms: list[ArmSpec] = Field(default_factory=list)
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+    patches: list[str] = Field(default_factory=list)
+    request_timeout_s: float = Field(default=300.0, gt=0)
+
+
+class Environment(_Model):
+    batchprobe_version: str
+    python: str
+    platform: str
+    served_model: str | None = None
+    engine_version: str | None = None
+    server_kind: str | None = Field(default=None, description="e.g. llama.cpp, when detected")
+
+
+class Report(_Model):
+    """The verdict file."""
+
+    schema_version: Literal["1.0"] = SCHEMA_VERSION
+    run_id: str = Field(description="The run nonce planted in every prompt.")
+    status: Status = Status.RUNNING
+    started_at: str
+    finished_at: str | None = None
+    config: RunConfig
+    environment: Environment
+    arms: list[ArmResult] = Field(default_factory=list)
+    comparisons: list[ArmComparison] = Field(default_factory=list)
+    verdict: Verdict = Field(default_factory=Verdict)
+    diagnoses: list[Diagnosis] = Field(default_factory=list)
+    patches_applied: list[str] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
+    error: str | None = Field(default=None, description="One line: why the run stopped early.")
+    log_tail: str | None = Field(default=None, description="Engine log tail when it failed.")
