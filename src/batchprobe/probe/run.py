@@ -236,6 +236,14 @@ class _Run:
                 arm.metrics = arm_metrics(arm.sessions, 0.0)
         base = report.arms[0] if report.arms else None
         report.comparisons = [compare(a, base) for a in report.arms[1:]] if base else []
+        for arm in report.arms:
+            buffered = arm.metrics.buffered_sessions if arm.metrics else 0
+            if buffered:
+                _warn_once(
+                    report,
+                    f"arm {arm.spec.name}: {buffered} session(s) received every token at once (a "
+                    "buffered stream): timed end to end, so their TTFT/ITL are not reported",
+                )
         for arm in report.arms[1:]:
             cached = arm.metrics.cached_prompt_tokens if arm.metrics else None
             if cached:

@@ -1,0 +1,165 @@
+"""The probe end to end against the fake server, in each of its modes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from batchprobe.client.types import ErrorKind
+from batchprobe.fake import FakeServerConfig, FakeServerThread
+from batchprobe.probe.endpoint import url_provider
+from batchprobe.probe.plan import url_arms
+from batchprobe.probe.run import run_probe
+from batchprobe.results import Outcome, Report, RunConfig, Status, read_report
+
+SESSIONS = 4
+
+
+def probe(tmp_path: Path, fake: FakeServerConfig, **overrides: object) -> Report:
+    settings: dict[str, object] = dict(
+        sessions=SESSIONS, haystack_tokens=200, max_tokens=24, request_timeout_s=20.0
+    )
+    settings.update(overrides)
+    with FakeServerThread(fake) as server:
+        config = RunConfig(base_url=server.base_url, **settings)  # type: ignore[arg-type]
+        if not config.arms:
+            config.arms = url_arms(config.sessions)
+        output = tmp_path / "verdict.json"
+        report = run_probe(config, output, url_provider(server.base_url))
+    assert read_report(output) == report, "the file on disk is the final report"
+    return report
+
+
+def fast(**kw: object) -> FakeServerConfig:
+    base: dict[str, object] = dict(ttft_ms=5.0, itl_ms=4.0)
+    base.update(kw)
+    return FakeServerConfig(**base)  # type: ignore[arg-type]
+
+
+def concurrent_arm(report: Report):  # type: ignore[no-untyped-def]
+    return report.arms[1]
+
+
+def test_batching_fake_passes_with_measured_speedup(tmp_path: Path) -> None:
+    report = probe(tmp_path, fast(batching="continuous", slowdown=0.05))
+    assert report.status is Status.OK
+    assert report.verdict.outcome is Outcome.PASS, report.verdict.reasons
+    comp = report.comparisons[0]
+    assert comp.decode_speedup is not None and comp.decode_speedup > 2.5
+    assert comp.greedy_match_rate == 1.0
+    assert report.arms[0].metrics is not None and report.arms[0].metrics.recall == 1.0
+    assert report.environment.served_model == "fake-model"
+
+
+def test_serial_fake_is_not_parallel(tmp_path: Path) -> None:
+    report = probe(tmp_path, fast(batching="serial"))
+    assert report.verdict.parallel is False
+    assert report.verdict.correct is True
+    assert report.verdict.outcome is Outcome.FAIL
+    assert report.comparisons[0].decode_speedup is not None
+    assert report.comparisons[0].decode_speedup < 1.3
+
+
+def test_cross_talk_names_its_source_session(tmp_path: Path) -> None:
+    report = probe(tmp_path, fast(fault="cross_talk", fault_when="concurrent"))
+    assert report.verdict.correct is False
+    leaked = [s for s in concurrent_arm(report).sessions if s.cross_talk_from]
+    assert leaked
+    codes = {s.session: s.expected_code for s in report.arms[0].sessions if s.workload == "recall"}
+    for s in leaked:
+        assert s.session not in s.cross_talk_from
+        assert any(codes[src] in s.text for src in s.cross_talk_from)
+    assert any("cross-talk" in r for r in report.verdict.reasons)
+
+
+@pytest.mark.parametrize(
+    ("fault", "kind"),
+    [
+        ("finish_error", ErrorKind.FINISH_REASON_ERROR),
+        ("http_500", ErrorKind.HTTP_STATUS),
+        ("busy_503", ErrorKind.HTTP_STATUS),
+    ],
+)
+def test_errors_only_under_concurrency_fail_correctness(
+    tmp_path: Path, fault: str, kind: ErrorKind
+) -> None:
+    report = probe(tmp_path, fast(fault=fault, fault_when="concurrent"))
+    serial, conc = report.arms[0].metrics, concurrent_arm(report).metrics
+    assert serial is not None and conc is not None
+    assert serial.errors_by_kind == {}
+    assert conc.errors_by_kind.get(kind, 0) > 0
+    assert report.verdict.correct is False and report.verdict.outcome is Outcome.FAIL
+    assert any(kind.value in r for r in report.verdict.reasons)
+
+
+def test_token_corruption_under_batching(tmp_path: Path) -> None:
+    report = probe(tmp_path, fast(fault="corrupt", fault_when="concurrent"))
+    comp = report.comparisons[0]
+    assert report.verdict.correct is False
+    assert comp.recall_delta is not None and comp.recall_delta < 0
+    assert comp.greedy_match_rate is not None and comp.greedy_match_rate < 1.0
+    assert comp.divergences and comp.divergences[0].baseline != comp.divergences[0].arm
+
+
+@pytest.mark.parametrize(
+    ("fault", "kind"),
+    [
+        ("malformed_sse", ErrorKind.MALFORMED_STREAM),
+        ("truncated_stream", ErrorKind.DISCONNECTED),
+    ],
+)
+def test_broken_streams_are_classified(tmp_path: Path, fault: str, kind: ErrorKind) -> None:
+    report = probe(tmp_path, fast(fault=fault, fault_when="concurrent"))
+    conc = concurrent_arm(report).metrics
+    assert conc is not None and conc.errors_by_kind.get(kind, 0) > 0
+    assert report.verdict.correct is False
+
+
+def test_hang_times_out_and_is_an_error(tmp_path: Path) -> None:
+    report = probe(
+        tmp_path, fast(fault="hang", fault_when="concurrent"), request_timeout_s=1.0
+    )
+    conc = concurrent_arm(report).metrics
+    assert conc is not None
+    assert conc.errors_by_kind.get(ErrorKind.TOTAL_TIMEOUT, 0) == conc.sessions
+    assert report.verdict.correct is False
+
+
+def test_server_exit_is_reported(tmp_path: Path) -> None:
+    # warm-up + calibration + serial arm use the first requests; the server dies in arm 2.
+    report = probe(tmp_path, fast(fault="exit_after", exit_after=2 + 2 * SESSIONS + 2))
+    assert report.status is Status.ENGINE_DIED
+    assert report.verdict.correct is False and report.verdict.outcome is Outcome.FAIL
+    assert concurrent_arm(report).server_alive_after is False
+
+
+def test_buffered_stream_falls_back_to_end_to_end_timing(tmp_path: Path) -> None:
+    report = probe(tmp_path, fast(fault="buffered", itl_ms=10.0))
+    m = report.arms[0].metrics
+    assert m is not None and m.buffered_sessions == m.ok_sessions
+    assert m.decode_tokens_per_s is not None and m.decode_tokens_per_s < 200
+    assert any("buffered" in w for w in report.warnings)
+
+
+def test_prefix_cache_is_switched_off_per_request(tmp_path: Path) -> None:
+    report = probe(tmp_path, fast(prefix_cache=True))
+    assert report.environment.server_kind == "llama.cpp"
+    for arm in report.arms:
+        assert arm.metrics is not None and not arm.metrics.cached_prompt_tokens
+    assert not any("cached prompt tokens" in w for w in report.warnings)
+
+
+def test_timing_ground_truth_at_eight_streams(tmp_path: Path) -> None:
+    ttft, itl = 0.120, 0.030
+    report = probe(
+        tmp_path,
+        FakeServerConfig(ttft_ms=ttft * 1000, itl_ms=itl * 1000),
+        sessions=8,
+        workloads=["decode"],
+        max_tokens=24,
+    )
+    m = concurrent_arm(report).metrics
+    assert m is not None and m.ttft_s is not None and m.itl_s is not None
+    assert m.ttft_s.p50 == pytest.approx(ttft, rel=0.10)
+    assert m.itl_s.p50 == pytest.approx(itl, rel=0.10)
