@@ -111,6 +111,8 @@ def test_sigint_during_an_arm_leaves_an_interrupted_verdict(tmp_path: Path) -> N
     finally:
         os.killpg(fake.pid, signal.SIGTERM)
         fake.wait(timeout=10)
+        if fake.stdout is not None:
+            fake.stdout.close()
     assert probe.returncode == 2, stderr
     data = json.loads(out.read_text())
     assert data["status"] == "interrupted"

@@ -136,8 +136,10 @@ def test_server_exit_is_reported(tmp_path: Path) -> None:
 
 def test_buffered_stream_falls_back_to_end_to_end_timing(tmp_path: Path) -> None:
     report = probe(tmp_path, fast(fault="buffered", itl_ms=10.0))
+    decode = [s for s in report.arms[0].sessions if s.workload == "decode"]
+    assert decode and all(s.buffered for s in decode)
     m = report.arms[0].metrics
-    assert m is not None and m.buffered_sessions == m.ok_sessions
+    assert m is not None and m.buffered_sessions >= len(decode)
     assert m.decode_tokens_per_s is not None and m.decode_tokens_per_s < 200
     assert any("buffered" in w for w in report.warnings)
 

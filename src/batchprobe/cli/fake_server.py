@@ -1,10 +1,85 @@
-"""`batchprobe fake-server` (placeholder)."""
+"""`batchprobe fake-server`: run the fake OpenAI-compatible server in the foreground."""
 
 from __future__ import annotations
 
 import click
+from pydantic import ValidationError
+
+from batchprobe.errors import ConfigError
+from batchprobe.fake import (
+    BATCHING_MODES,
+    FAULT_MODES,
+    FAULT_WHEN_MODES,
+    FakeServerConfig,
+    serve,
+)
+
+# Exit status when the exit_after fault stops the server: a crash, as far as a parent knows.
+EXIT_AFTER_STATUS = 3
+
+
+def _print_listening(url: str) -> None:
+    # The first stdout line, flushed: a parent that passed --port 0 reads the port from it.
+    print(f"listening on {url}", flush=True)
+
+
+def _option_name(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def _build_config(**values: object) -> FakeServerConfig:
+    try:
+        return FakeServerConfig.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0])
+        message = first["msg"].removeprefix("Value error, ")
+        raise click.UsageError(f"{_option_name(field)}: {message}") from exc
 
 
 @click.command(name="fake-server")
-def fake_server() -> None:
-    """Not built yet."""
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=0, show_default=True, help="0 = any free."
+)
+@click.option("--model-id", default="fake-model", show_default=True)
+@click.option("--ttft-ms", type=click.FloatRange(min=0), default=50.0, show_default=True)
+@click.option("--itl-ms", type=click.FloatRange(min=0), default=10.0, show_default=True)
+@click.option("--jitter-ms", type=click.FloatRange(min=0), default=0.0, show_default=True)
+@click.option(
+    "--batching", type=click.Choice(BATCHING_MODES), default="continuous", show_default=True
+)
+@click.option("--batch-cap", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option(
+    "--slowdown",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Per-token step = itl * (1 + slowdown * (active - 1)).",
+)
+@click.option("--prefix-cache", is_flag=True, help="Simulate a prompt cache and serve /props.")
+@click.option("--fault", type=click.Choice(FAULT_MODES), default="none", show_default=True)
+@click.option(
+    "--fault-when", type=click.Choice(FAULT_WHEN_MODES), default="always", show_default=True
+)
+@click.option(
+    "--exit-after",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --fault exit_after: exit (status 3) after this many answered requests.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seeds the jitter.")
+def fake_server(host: str, port: int, **settings: object) -> None:
+    """Serve a fake OpenAI-compatible API with a latency, batching and fault model.
+
+    The first line on stdout is `listening on http://HOST:PORT`. SIGINT/SIGTERM stop it
+    (status 0); the exit_after fault stops it with status 3.
+    """
+    config = _build_config(**settings)
+    try:
+        reason = serve(config, host, port, on_listening=_print_listening)
+    except ConfigError as exc:
+        raise click.UsageError(f"{_option_name(exc.field)}: {exc}") from exc
+    if reason == "exit_after":
+        click.echo(f"fake-server: stopped after {config.exit_after} requests", err=True)
+        raise SystemExit(EXIT_AFTER_STATUS)

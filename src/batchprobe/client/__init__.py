@@ -1,1 +1,29 @@
-"""Async OpenAI-compatible client (aiohttp) with per-token timing."""
+"""Async OpenAI-compatible client (aiohttp) with per-token timing.
+
+``OpenAIClient.complete`` never raises for a failed request: the returned
+``RequestRecord`` carries a ``RequestError`` whose ``ErrorKind`` is decided in one place.
+"""
+
+from __future__ import annotations
+
+from batchprobe.client._client import OpenAIClient
+from batchprobe.client._loop import run
+from batchprobe.client.timeouts import Timeouts
+from batchprobe.client.types import (
+    Api,
+    CompletionRequest,
+    ErrorKind,
+    RequestError,
+    RequestRecord,
+)
+
+__all__ = [
+    "Api",
+    "CompletionRequest",
+    "ErrorKind",
+    "OpenAIClient",
+    "RequestError",
+    "RequestRecord",
+    "Timeouts",
+    "run",
+]

@@ -1,1 +1,35 @@
-"""batchprobe.fake"""
+"""The fake OpenAI-compatible server: latency model, batching model, fault and bug modes.
+
+It serves tests, demos and benchmarks; it is not an engine. Recall prompts are answered
+with the needle code read from the prompt, so recall is meaningful; other prompts get
+deterministic pseudo-words derived from the prompt.
+"""
+
+from __future__ import annotations
+
+from batchprobe.fake._app import build_app
+from batchprobe.fake._config import (
+    BATCHING_MODES,
+    FAULT_MODES,
+    FAULT_WHEN_MODES,
+    Batching,
+    FakeServerConfig,
+    Fault,
+    FaultWhen,
+)
+from batchprobe.fake._run import FakeServerThread, serve
+from batchprobe.fake._state import StopReason
+
+__all__ = [
+    "BATCHING_MODES",
+    "FAULT_MODES",
+    "FAULT_WHEN_MODES",
+    "Batching",
+    "FakeServerConfig",
+    "FakeServerThread",
+    "Fault",
+    "FaultWhen",
+    "StopReason",
+    "build_app",
+    "serve",
+]

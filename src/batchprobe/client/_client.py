@@ -1,0 +1,233 @@
+"""The async OpenAI-compatible client."""
+
+from __future__ import annotations
+
+from time import perf_counter
+from types import TracebackType
+from typing import Any, Literal
+
+import aiohttp
+from pydantic import JsonValue
+from typing_extensions import Self
+from yarl import URL
+
+from batchprobe.client._errors import TIMEOUT_ERRORS, Fault, classify, excerpt
+from batchprobe.client._json import JSONDecodeError, dumps, loads
+from batchprobe.client._payload import PATHS, request_body, request_headers
+from batchprobe.client._stream import ReplyParser
+from batchprobe.client.timeouts import Timeouts
+from batchprobe.client.types import CompletionRequest, ErrorKind, RequestRecord
+from batchprobe.errors import ConfigError, EngineError, EngineUnreachable
+
+DEFAULT_TIMEOUTS = Timeouts()
+
+# Failures of a request that say nothing usable answered at the URL.
+_UNREACHABLE = (aiohttp.ClientConnectionError, *TIMEOUT_ERRORS)
+# Everything a failed request can raise (the rest are bugs, and propagate).
+_REQUEST_FAILURES = (aiohttp.ClientError, Fault, *TIMEOUT_ERRORS)
+
+
+def _root_url(base_url: str) -> URL:
+    """``http://host:port`` from a base URL given with or without ``/v1``."""
+    url = URL(base_url.strip())
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ConfigError("base_url", f"{base_url!r} is not an http:// or https:// URL with a host")
+    path = url.path.rstrip("/").removesuffix("/v1")
+    return url.with_path(path or "/").with_query(None).with_fragment(None)
+
+
+class OpenAIClient:
+    """Talks to one OpenAI-compatible server. Use as ``async with OpenAIClient(url) as c``.
+
+    The client owns an aiohttp session with a large connection pool unless ``session`` is
+    given (the seam for tests); an injected session is left open.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        timeouts: Timeouts = DEFAULT_TIMEOUTS,
+        max_connections: int = 1024,
+        api_key: str | None = None,
+        session: aiohttp.ClientSession | None = None,
+    ) -> None:
+        if max_connections < 1:
+            raise ConfigError("max_connections", f"must be >= 1, got {max_connections}")
+        self.base_url = str(_root_url(base_url)).rstrip("/")
+        self.model = model
+        self.timeouts = timeouts
+        self._max_connections = max_connections
+        self._api_key = api_key
+        self._session = session
+        self._owns_session = session is None
+        self._timeout = aiohttp.ClientTimeout(
+            total=timeouts.total, sock_connect=timeouts.connect, sock_read=timeouts.read
+        )
+        self._urls = {api: self._url(path) for api, path in PATHS.items()}
+
+    async def __aenter__(self) -> Self:
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0)
+            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._owns_session and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _url(self, path: str) -> URL:
+        # Appended, not URL.join()ed: a join would drop a proxy prefix such as /engine.
+        return URL(f"{self.base_url}/{path.lstrip('/')}")
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            raise RuntimeError("OpenAIClient is used outside 'async with'")
+        return self._session
+
+    # --- discovery -----------------------------------------------------------------
+
+    async def list_models(self) -> list[str]:
+        """Model ids from ``GET /v1/models``."""
+        url = self._url("/v1/models")
+        status, body = await self._request("GET", url)
+        if status != 200:
+            raise EngineError(f"GET {url} answered HTTP {status}: {excerpt(body, 200)!r}")
+        try:
+            data = loads(body)["data"]
+            return [str(item["id"]) for item in data]
+        except (JSONDecodeError, KeyError, TypeError) as exc:
+            raise EngineError(
+                f"GET {url} did not return an OpenAI model list: {excerpt(body, 200)!r}"
+            ) from exc
+
+    async def get_json(self, path: str) -> JsonValue | None:
+        """``GET path`` as JSON; None when the server has no such JSON resource."""
+        status, body = await self._request("GET", self._url(path))
+        reply: JsonValue | None = _json_or_none(status, body)
+        return reply
+
+    async def tokenize(self, text: str) -> int | None:
+        """Token count from a llama.cpp-style ``POST /tokenize``; None when unsupported."""
+        status, body = await self._request(
+            "POST", self._url("/tokenize"), data=dumps({"content": text})
+        )
+        reply = _json_or_none(status, body)
+        tokens = reply.get("tokens") if isinstance(reply, dict) else None
+        return len(tokens) if isinstance(tokens, list) else None
+
+    async def _request(self, method: str, url: URL, data: bytes | None = None) -> tuple[int, bytes]:
+        headers = request_headers("batchprobe-discovery", self._api_key)
+        try:
+            async with self._http().request(
+                method, url, data=data, headers=headers, timeout=self._timeout
+            ) as resp:
+                return resp.status, await resp.read()
+        except _UNREACHABLE as exc:
+            reason = classify(exc, self.timeouts).message
+            raise EngineUnreachable(f"nothing answers at {self.base_url}: {reason}") from exc
+        except aiohttp.ClientError as exc:
+            reason = classify(exc, self.timeouts).message
+            raise EngineError(f"{method} {url} failed: {reason}") from exc
+
+    # --- completions ---------------------------------------------------------------
+
+    async def complete(self, req: CompletionRequest) -> RequestRecord:
+        """Send one request; a per-request failure is recorded in ``error``, never raised."""
+        parser = ReplyParser(req.api, want_logprobs=req.logprobs is not None, streamed=req.stream)
+        started = perf_counter()
+        error = None
+        try:
+            await self._exchange(req, parser)
+            parser.finish(perf_counter())
+        except _REQUEST_FAILURES as exc:
+            error = classify(exc, self.timeouts)
+        return parser.record(req.request_id, started, perf_counter(), error)
+
+    async def _exchange(self, req: CompletionRequest, parser: ReplyParser) -> None:
+        async with self._http().post(
+            self._urls[req.api],
+            data=dumps(request_body(req, self.model)),
+            headers=request_headers(req.request_id, self._api_key),
+            timeout=self._timeout,
+        ) as resp:
+            await _read_reply(resp, parser)
+
+
+async def _read_reply(resp: aiohttp.ClientResponse, parser: ReplyParser) -> None:
+    if resp.status >= 300:
+        await _raise_http_status(resp)
+    first = await resp.content.readany()
+    kind = _reply_kind(resp.content_type, first)
+    if kind == "sse":
+        await _read_stream(resp.content, parser, first)
+        return
+    body = first + await resp.content.read()
+    if kind == "json":
+        # Non-streaming, or a server that answers a streaming request with JSON.
+        parser.feed_json(body, perf_counter())
+        return
+    raise Fault(
+        ErrorKind.MALFORMED_STREAM,
+        f"reply is neither an event stream nor JSON ({resp.content_type})",
+        body_excerpt=excerpt(body) or None,
+    )
+
+
+async def _read_stream(content: aiohttp.StreamReader, parser: ReplyParser, first: bytes) -> None:
+    # The hot loop: one timestamp per network read, shared by every event in it.
+    feed = parser.feed
+    data = first
+    while data:
+        if feed(data, perf_counter()):
+            return
+        data = await content.readany()
+
+
+_SSE_STARTS = (b"data:", b":", b"event:", b"id:", b"retry:")
+
+
+def _reply_kind(content_type: str, first: bytes) -> Literal["sse", "json", "other"]:
+    """Trust an event-stream or JSON content type; otherwise judge by the first bytes."""
+    if "event-stream" in content_type:
+        return "sse"
+    if "json" in content_type:
+        return "json"
+    start = first.lstrip()
+    if start[:1] in (b"{", b"["):
+        return "json"
+    if not start or start.startswith(_SSE_STARTS):
+        return "sse"
+    return "other"
+
+
+async def _raise_http_status(resp: aiohttp.ClientResponse) -> None:
+    try:
+        body = excerpt(await resp.content.read(64 * 1024))
+    except (aiohttp.ClientError, *TIMEOUT_ERRORS):
+        body = ""
+    raise Fault(
+        ErrorKind.HTTP_STATUS,
+        f"HTTP {resp.status} {resp.reason or ''}: {body[:200]}",
+        http_status=resp.status,
+        body_excerpt=body or None,
+    )
+
+
+def _json_or_none(status: int, body: bytes) -> Any:
+    if status != 200:
+        return None
+    try:
+        return loads(body)
+    except JSONDecodeError:
+        return None

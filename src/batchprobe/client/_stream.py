@@ -1,0 +1,229 @@
+"""Incremental parsing of an OpenAI-style reply into a ``RequestRecord``.
+
+Per-token work is the hot path (the client must stream >= 60k tokens/s on one core),
+so :meth:`ReplyParser.feed` does one split per network read, one JSON parse per event
+and two list appends per content-bearing event; everything else waits for the end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from batchprobe.client._errors import Fault, excerpt
+from batchprobe.client._json import JSONDecodeError, loads
+from batchprobe.client.types import Api, ErrorKind, RequestError, RequestRecord
+
+_DONE = b"[DONE]"
+
+
+class ReplyParser:
+    """Accumulates one reply: feed it SSE bytes as they arrive, or one JSON body."""
+
+    __slots__ = (
+        "_buf",
+        "_chat",
+        "_pending",
+        "done",
+        "finish_reason",
+        "logprobs",
+        "pieces",
+        "streamed",
+        "token_times",
+        "usage",
+    )
+
+    def __init__(self, api: Api, *, want_logprobs: bool, streamed: bool) -> None:
+        self._chat = api == "chat"
+        self._buf = b""
+        # Data lines of an event that did not parse alone (SSE allows multi-line data).
+        self._pending: list[bytes] = []
+        self.token_times: list[float] = []
+        self.pieces: list[str] = []
+        self.logprobs: list[float] | None = [] if want_logprobs else None
+        self.finish_reason: str | None = None
+        self.usage: Any = None
+        self.done = False
+        self.streamed = streamed
+
+    def feed(self, data: bytes, now: float) -> bool:
+        """Parse the SSE bytes of one network read, all stamped ``now``; True after [DONE]."""
+        if self._buf:
+            data = self._buf + data
+        lines = data.split(b"\n")
+        self._buf = lines.pop()
+        for line in lines:
+            if line[:5] == b"data:":
+                if self._data_line(line[5:].strip(), now):
+                    return True
+            elif self._pending and not line.strip():
+                self._end_of_event(now)
+            # Comments (":..."), "event:", "id:" and "retry:" lines carry nothing used here.
+        return False
+
+    def feed_json(self, body: bytes, now: float) -> None:
+        """Parse a whole non-streaming reply that arrived at ``now``."""
+        self.streamed = False
+        try:
+            event = loads(body)
+        except JSONDecodeError:
+            raise Fault(
+                ErrorKind.MALFORMED_STREAM,
+                f"reply is not JSON: {excerpt(body, 200)!r}",
+                body_excerpt=excerpt(body),
+            ) from None
+        self._event(event, now, body)
+        self.done = True
+
+    def _data_line(self, payload: bytes, now: float) -> bool:
+        if self._pending:
+            self._pending.append(payload)
+            return False
+        if payload == _DONE:
+            self.done = True
+            return True
+        try:
+            event = loads(payload)
+        except JSONDecodeError:
+            # Possibly the first line of a multi-line event; judged at the blank line.
+            self._pending.append(payload)
+            return False
+        self._event(event, now, payload)
+        return False
+
+    def _end_of_event(self, now: float) -> None:
+        payload = b"\n".join(self._pending)
+        self._pending.clear()
+        try:
+            event = loads(payload)
+        except JSONDecodeError:
+            raise Fault(
+                ErrorKind.MALFORMED_STREAM,
+                f"stream event is not JSON: {excerpt(payload, 200)!r}",
+                body_excerpt=excerpt(payload),
+            ) from None
+        self._event(event, now, payload)
+
+    def _event(self, event: Any, now: float, raw: bytes) -> None:
+        try:
+            choices = event.get("choices")
+            usage = event.get("usage")
+            if usage is not None:
+                self.usage = usage
+            if choices:
+                self._choice(choices[0], now)
+            elif choices is None and usage is None:
+                self._no_choices(event, raw)
+        except (AttributeError, TypeError, IndexError, KeyError):
+            raise Fault(
+                ErrorKind.MALFORMED_STREAM,
+                f"event lacks the expected fields: {excerpt(raw, 200)!r}",
+                body_excerpt=excerpt(raw),
+            ) from None
+
+    def _choice(self, choice: Any, now: float) -> None:
+        finish = choice.get("finish_reason")
+        if self._chat:
+            delta = choice.get("delta")
+            if delta is None:
+                delta = choice.get("message")
+            text = None if delta is None else delta.get("content")
+        else:
+            delta = text = choice.get("text")
+        if text:
+            if type(text) is not str:
+                raise TypeError("text is not a string")
+            self.token_times.append(now)
+            self.pieces.append(text)
+        elif delta is None and finish is None:
+            raise KeyError("choice has no text and no finish_reason")
+        if finish is not None:
+            self.finish_reason = str(finish)
+        if self.logprobs is not None:
+            block = choice.get("logprobs")
+            if block:
+                self.logprobs.extend(self._chosen_logprobs(block))
+
+    def _chosen_logprobs(self, block: Any) -> list[float]:
+        if self._chat:
+            values = [item.get("logprob") for item in block.get("content") or ()]
+        else:
+            values = block.get("token_logprobs") or []
+        return [float(v) for v in values if isinstance(v, (int, float))]
+
+    def _no_choices(self, event: Any, raw: bytes) -> None:
+        error = event.get("error")
+        if error is not None:
+            # An error object in a 200 reply is the server saying the generation failed,
+            # the same failure as finish_reason "error".
+            message = error.get("message", error) if isinstance(error, dict) else error
+            raise Fault(
+                ErrorKind.FINISH_REASON_ERROR,
+                f"server reported an error in a 200 reply: {message}",
+                body_excerpt=excerpt(raw),
+            )
+        raise KeyError("event has neither choices nor usage")
+
+    def finish(self, now: float) -> None:
+        """The reply ended (EOF or [DONE]): raise a ``Fault`` unless it is a complete answer."""
+        tail, self._buf = self._buf.strip(), b""
+        if tail[:5] == b"data:" and not self._pending:
+            self._last_line(tail[5:].strip(), now)
+        if self._pending:
+            # Whole lines that never parsed, even joined: not a cut-off, a malformed event.
+            self._end_of_event(now)
+        if not self.done and self.finish_reason is None:
+            raise Fault(
+                ErrorKind.DISCONNECTED,
+                "stream ended before [DONE] or a finish_reason",
+                body_excerpt=excerpt(self.text()) or None,
+            )
+        if self.finish_reason == "error":
+            raise Fault(
+                ErrorKind.FINISH_REASON_ERROR,
+                'HTTP 200 with finish_reason "error"',
+                body_excerpt=excerpt(self.text()) or None,
+            )
+        if not self.pieces:
+            raise Fault(ErrorKind.EMPTY_OUTPUT, "the reply has no text")
+
+    def _last_line(self, payload: bytes, now: float) -> None:
+        """A final line without its newline: an event if it parses, else a cut-off."""
+        if payload == _DONE:
+            self.done = True
+            return
+        try:
+            event = loads(payload)
+        except JSONDecodeError:
+            return
+        self._event(event, now, payload)
+
+    def text(self) -> str:
+        return "".join(self.pieces)
+
+    def record(
+        self, request_id: str, started_at: float, finished_at: float, error: RequestError | None
+    ) -> RequestRecord:
+        usage = self.usage if isinstance(self.usage, dict) else {}
+        details = usage.get("prompt_tokens_details")
+        return RequestRecord(
+            request_id=request_id,
+            started_at=started_at,
+            first_token_at=self.token_times[0] if self.token_times else None,
+            finished_at=finished_at,
+            token_times=self.token_times,
+            pieces=self.pieces,
+            text=self.text(),
+            completion_tokens=_int_or_none(usage.get("completion_tokens")),
+            prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
+            cached_tokens=_int_or_none(
+                details.get("cached_tokens") if isinstance(details, dict) else None
+            ),
+            finish_reason=self.finish_reason,
+            logprobs=self.logprobs,
+            streamed=self.streamed,
+            error=error,
+        )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

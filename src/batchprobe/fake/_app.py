@@ -1,0 +1,26 @@
+"""Building the aiohttp application: routes plus the per-app state."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from batchprobe.fake import _handlers
+from batchprobe.fake._config import FakeServerConfig
+from batchprobe.fake._state import STATE_KEY, ServerState
+
+# Haystack prompts of tens of thousands of tokens exceed aiohttp's 1 MiB default.
+_MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+def build_app(config: FakeServerConfig) -> web.Application:
+    """The fake server as an aiohttp application; all its state lives on the app."""
+    app = web.Application(client_max_size=_MAX_BODY_BYTES)
+    app[STATE_KEY] = ServerState(config)
+    app.router.add_get("/v1/models", _handlers.models)
+    app.router.add_get("/health", _handlers.health)
+    app.router.add_post("/v1/completions", _handlers.completions)
+    app.router.add_post("/v1/chat/completions", _handlers.chat_completions)
+    if config.prefix_cache:
+        # Only a server with a prompt cache has llama.cpp's /props; without it, 404.
+        app.router.add_get("/props", _handlers.props)
+    return app

@@ -1,0 +1,87 @@
+"""The fake server's configuration: one validated model, shared by the library and the CLI."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+Batching = Literal["continuous", "serial"]
+Fault = Literal[
+    "none",
+    "http_500",
+    "finish_error",
+    "cross_talk",
+    "corrupt",
+    "busy_503",
+    "exit_after",
+    "hang",
+    "malformed_sse",
+    "truncated_stream",
+    "buffered",
+]
+FaultWhen = Literal["always", "concurrent"]
+
+BATCHING_MODES: tuple[str, ...] = Batching.__args__  # type: ignore[attr-defined]
+FAULT_MODES: tuple[str, ...] = Fault.__args__  # type: ignore[attr-defined]
+FAULT_WHEN_MODES: tuple[str, ...] = FaultWhen.__args__  # type: ignore[attr-defined]
+
+
+class FakeServerConfig(BaseModel):
+    """How the fake OpenAI-compatible server behaves: latency, batching, one fault mode."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    model_id: str = Field(default="fake-model", min_length=1)
+    """The id served by ``GET /v1/models`` and echoed in every reply."""
+
+    ttft_ms: float = Field(default=50.0, ge=0.0)
+    """Time to first token (prefill), counted from when the request gets a generation slot."""
+
+    itl_ms: float = Field(default=10.0, ge=0.0)
+    """Inter-token latency of one request generating alone."""
+
+    jitter_ms: float = Field(default=0.0, ge=0.0)
+    """Each token's due time moves by a seeded uniform offset in [-jitter, +jitter]; offsets
+    do not accumulate, so medians keep matching ``ttft_ms`` and ``itl_ms``."""
+
+    batching: Batching = "continuous"
+    """``serial``: one request generates at a time, the rest queue (no aggregate gain).
+    ``continuous``: up to ``batch_cap`` requests generate together."""
+
+    batch_cap: int = Field(default=64, ge=1)
+    """Continuous batching only: requests beyond this many wait for a free slot."""
+
+    slowdown: float = Field(default=0.0, ge=0.0)
+    """Continuous batching only: the per-token step is ``itl * (1 + slowdown * (active - 1))``
+    with ``active`` requests generating; 0 is perfect scaling, 1 is no aggregate gain."""
+
+    prefix_cache: bool = False
+    """Simulate a prompt cache: a prompt seen before reports all its prompt tokens cached and
+    gets a tenth of the TTFT, unless the request says ``"cache_prompt": false``. Also serves a
+    llama.cpp-like ``GET /props`` so clients can detect the per-request switch."""
+
+    fault: Fault = "none"
+    """One fault or bug mode to inject (``none`` for a healthy server)."""
+
+    fault_when: FaultWhen = "always"
+    """``always``, or ``concurrent``: only requests that shared the server with another one
+    (one in flight when it arrived, or one arriving before its first token). Decided when the
+    first token is due. Ignored by ``busy_503`` (concurrent by nature) and ``exit_after``."""
+
+    exit_after: int | None = Field(default=None, ge=1, validate_default=True)
+    """With ``fault="exit_after"``: the server stops once this many generation requests have
+    been answered."""
+
+    seed: int = 0
+    """Seeds the latency jitter. Generated text depends only on the prompt."""
+
+    @field_validator("exit_after")
+    @classmethod
+    def _exit_after_matches_fault(cls, value: int | None, info: ValidationInfo) -> int | None:
+        fault = info.data.get("fault")
+        if fault == "exit_after" and value is None:
+            raise ValueError("required (an integer >= 1) when fault is 'exit_after'")
+        if value is not None and fault != "exit_after":
+            raise ValueError(f"only allowed with fault 'exit_after', not {fault!r}")
+        return value

@@ -1,0 +1,125 @@
+"""OpenAI-shaped reply bodies and SSE chunks.
+
+Streaming chunks are assembled from pre-encoded byte pieces (the request's envelope once,
+each token's JSON string once per vocabulary word), so the per-token path of a zero-latency
+stream is a single ``bytes.join`` and never a JSON encoder call, unless logprobs are asked.
+"""
+
+from __future__ import annotations
+
+from itertools import accumulate
+from typing import Any
+
+from batchprobe.fake import _json
+from batchprobe.fake._answer import Answer
+from batchprobe.fake._requests import GenRequest
+
+DONE = b"data: [DONE]\n\n"
+# A data line that is not JSON, for the malformed_sse fault.
+MALFORMED = b'data: {"choices": [{"index": 0, "text": \n\n'
+
+_NULL = b"null"
+
+
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict[str, Any]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens},
+    }
+
+
+class Encoder:
+    """Encodes one request's reply; knows its API, id, model and logprob wishes."""
+
+    def __init__(self, gen: GenRequest, *, model_id: str, request_id: str, created: int) -> None:
+        self._gen = gen
+        self._chat = gen.api == "chat"
+        self._envelope: dict[str, Any] = {
+            "id": f"{'chatcmpl' if self._chat else 'cmpl'}-{request_id}",
+            "object": "chat.completion.chunk" if self._chat else "text_completion",
+            "created": created,
+            "model": model_id,
+        }
+        head = _json.dumps(self._envelope)[:-1]  # drop the closing brace to append choices
+        opener = b'"delta":{' if self._chat else b'"text":'
+        self._prefix = b"data: " + head + b',"choices":[{"index":0,' + opener
+        self._offsets: list[int] | None = None
+
+    # -- streaming -------------------------------------------------------------------------
+
+    def token_chunk(self, answer: Answer, index: int) -> bytes:
+        """The SSE event carrying token ``index``; the last one carries the finish reason."""
+        last = index == len(answer.texts) - 1
+        finish = _json.dumps(answer.finish_reason) if last else _NULL
+        logprobs = self._chunk_logprobs(answer, index) if self._gen.logprobs else _NULL
+        return self._chunk(answer.encoded[index], logprobs, finish, first=index == 0)
+
+    def empty_chunk(self, finish_reason: str) -> bytes:
+        """A chunk with no text that ends the stream (finish_reason "error")."""
+        return self._chunk(b'""', _NULL, _json.dumps(finish_reason), first=True)
+
+    def usage_chunk(self, usage_body: dict[str, Any]) -> bytes:
+        body = {**self._envelope, "choices": [], "usage": usage_body}
+        return b"data: " + _json.dumps(body) + b"\n\n"
+
+    def _chunk(self, text: bytes, logprobs: bytes, finish: bytes, *, first: bool) -> bytes:
+        parts: tuple[bytes, ...]
+        if self._chat:
+            role = b'"role":"assistant",' if first else b""
+            content = b'"content":' + text + b"}"
+            parts = (self._prefix, role, content, b',"logprobs":', logprobs)
+        else:
+            parts = (self._prefix, text, b',"logprobs":', logprobs)
+        return b"".join((*parts, b',"finish_reason":', finish, b"}]}\n\n"))
+
+    def _chunk_logprobs(self, answer: Answer, index: int) -> bytes:
+        text, logprob = answer.texts[index], answer.logprobs[index]
+        if self._chat:
+            return _json.dumps({"content": [self._chat_entry(text, logprob)]})
+        return _json.dumps(
+            {
+                "tokens": [text],
+                "token_logprobs": [logprob],
+                "top_logprobs": [{text: logprob}] if self._gen.top_logprobs else None,
+                "text_offset": [self._offset(answer, index)],
+            }
+        )
+
+    def _offset(self, answer: Answer, index: int) -> int:
+        if self._offsets is None:
+            self._offsets = [0, *accumulate(len(t) for t in answer.texts)]
+        return self._offsets[index]
+
+    # -- non-streaming ---------------------------------------------------------------------
+
+    def body(self, answer: Answer, usage_body: dict[str, Any]) -> bytes:
+        """The whole JSON reply of a non-streaming request."""
+        choice: dict[str, Any] = {"index": 0}
+        if self._chat:
+            choice["message"] = {"role": "assistant", "content": answer.text}
+        else:
+            choice["text"] = answer.text
+        choice["logprobs"] = self._full_logprobs(answer) if self._gen.logprobs else None
+        choice["finish_reason"] = answer.finish_reason
+        obj = "chat.completion" if self._chat else "text_completion"
+        return _json.dumps(
+            {**self._envelope, "object": obj, "choices": [choice], "usage": usage_body}
+        )
+
+    def _full_logprobs(self, answer: Answer) -> dict[str, Any]:
+        pairs = list(zip(answer.texts, answer.logprobs))
+        if self._chat:
+            return {"content": [self._chat_entry(text, lp) for text, lp in pairs]}
+        return {
+            "tokens": list(answer.texts),
+            "token_logprobs": list(answer.logprobs),
+            "top_logprobs": [{t: lp} for t, lp in pairs] if self._gen.top_logprobs else None,
+            "text_offset": [self._offset(answer, i) for i in range(len(pairs))],
+        }
+
+    def _chat_entry(self, text: str, logprob: float) -> dict[str, Any]:
+        chosen = {"token": text, "logprob": logprob, "bytes": list(text.encode())}
+        top = [dict(chosen)] if self._gen.top_logprobs else []
+        return {**chosen, "top_logprobs": top}

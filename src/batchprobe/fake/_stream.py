@@ -1,0 +1,90 @@
+"""Writing one SSE reply on the token schedule, with the stream-level fault modes."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Literal
+
+from aiohttp import web
+
+from batchprobe.fake._answer import Answer
+from batchprobe.fake._clock import TokenClock
+from batchprobe.fake._encode import MALFORMED, Encoder
+
+StreamFault = Literal["malformed_sse", "truncated_stream", "buffered"]
+_STREAM_FAULTS: dict[str, StreamFault] = {
+    "malformed_sse": "malformed_sse",
+    "truncated_stream": "truncated_stream",
+    "buffered": "buffered",
+}
+
+_SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+def stream_fault(fault: str) -> StreamFault | None:
+    """The stream-level fault named ``fault``, or None for any other mode."""
+    return _STREAM_FAULTS.get(fault)
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    answer: Answer
+    clock: TokenClock
+    encoder: Encoder
+    tail: tuple[bytes, ...]
+    """Sent after the last token: the usage chunk when asked for, then ``[DONE]``."""
+    fault: StreamFault | None = None
+
+
+async def write_stream(
+    request: web.Request, plan: StreamPlan, headers: dict[str, str]
+) -> web.StreamResponse:
+    """Stream ``plan`` as SSE; a client that hangs up just ends the reply."""
+    response = web.StreamResponse(headers={**_SSE_HEADERS, **headers})
+    try:
+        await response.prepare(request)
+        if await _emit(response, plan):
+            await response.write_eof()
+        elif request.transport is not None:
+            # truncated_stream: drop the connection mid-reply, no terminating chunk.
+            request.transport.close()
+    except ConnectionResetError:
+        pass  # the client went away; nobody is left to tell
+    return response
+
+
+async def _emit(response: web.StreamResponse, plan: StreamPlan) -> bool:
+    """Write every chunk when it is due; False when the stream was cut short on purpose."""
+    loop = asyncio.get_running_loop()
+    answer, clock, fault = plan.answer, plan.clock, plan.fault
+    count = len(answer.texts)
+    malformed_at = count // 2 if fault == "malformed_sse" else -1
+    cut_after = max(1, count // 2) if fault == "truncated_stream" else -1
+    # Chunks due at the same moment go out in one write: with zero latency a whole stream
+    # is one syscall, so the fake server stays far cheaper than the client it measures.
+    pending: list[bytes] = [] if count else [plan.encoder.empty_chunk(answer.finish_reason)]
+    for index in range(count):
+        if index:
+            clock.advance()
+        delay = clock.due() - loop.time()
+        if delay > 0:
+            if pending and fault != "buffered":
+                await response.write(b"".join(pending))
+                pending.clear()
+            await asyncio.sleep(delay)
+        if index == malformed_at:
+            pending.append(MALFORMED)
+        pending.append(plan.encoder.token_chunk(answer, index))
+        if index == 0 and fault != "buffered":
+            # The first token leaves alone, and other streams due now send theirs before
+            # this one's burst: with zero ITL, TTFT stays what was injected.
+            await response.write(b"".join(pending))
+            pending.clear()
+            await asyncio.sleep(0)
+        if index + 1 == cut_after:
+            await response.write(b"".join(pending))
+            return False
+    pending.extend(plan.tail)
+    await response.write(b"".join(pending))
+    return True
