@@ -1,10 +1,46 @@
-"""`batchprobe models` (placeholder until its issue lands)."""
+"""`batchprobe models resolve|build-tiny`: thin wrappers over batchprobe.models."""
 
 from __future__ import annotations
 
+import importlib
+from pathlib import Path
+
 import click
+
+from batchprobe.errors import ConfigError
+from batchprobe.models import resolve_model
+
+# Builders by family; each module exposes build(path, seed=0) -> Path.
+TINY_BUILDERS = {
+    "gemma3": "batchprobe.models.tiny_gemma3",
+    "gemma4": "batchprobe.models.tiny_gemma4",
+}
 
 
 @click.group(name="models")
 def models() -> None:
-    """Not built yet."""
+    """Materialise model aliases and build tiny offline test models."""
+
+
+@models.command(name="resolve")
+@click.argument("model")
+def resolve_cmd(model: str) -> None:
+    """Print the local path of MODEL (an alias such as gemma3-270m, or a path)."""
+    try:
+        click.echo(str(resolve_model(model)))
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+
+@models.command(name="build-tiny")
+@click.argument("family", type=click.Choice(sorted(TINY_BUILDERS)))
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--seed", type=int, default=0, show_default=True, help="Weight seed.")
+def build_tiny_cmd(family: str, directory: Path, seed: int) -> None:
+    """Build a tiny random FAMILY model (offline) into DIRECTORY."""
+    builder = importlib.import_module(TINY_BUILDERS[family])
+    try:
+        path = builder.build(directory, seed=seed)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(str(path))

@@ -1,7 +1,8 @@
-"""`batchprobe run`: probe a URL (or a managed engine) and write the verdict file."""
+"""`batchprobe run`: probe a URL or a managed engine and write the verdict file."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -9,15 +10,18 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from batchprobe.cli._render import RichListener, print_summary
-from batchprobe.errors import ConfigError
-from batchprobe.probe.endpoint import url_provider
-from batchprobe.probe.plan import parse_arms, url_arms
+from batchprobe.engines import DEFAULT_READY_TIMEOUT_S, get_engine
+from batchprobe.errors import BatchprobeError, ConfigError
+from batchprobe.probe.endpoint import EndpointProvider, url_provider
+from batchprobe.probe.managed import EngineProvider, engine_target
+from batchprobe.probe.plan import engine_arms, parse_arms, url_arms
 from batchprobe.probe.run import run_probe
 from batchprobe.results.models import Outcome, Report, RunConfig
 from batchprobe.results.thresholds import Thresholds
 
 EXIT_PASS, EXIT_FAIL, EXIT_OTHER = 0, 1, 2
 _WORKLOADS = ("recall", "decode")
+_STYLE_FOR_API = {"completions": "completion", "chat": "chat"}
 
 
 def exit_code(report: Report) -> int:
@@ -41,18 +45,23 @@ def _config_error(exc: ValidationError) -> ConfigError:
 
 @click.command(name="run")
 @click.option("--base-url", help="OpenAI-compatible server to probe, e.g. http://127.0.0.1:8080")
-@click.option("--model", help="Model id to request (default: the first of /v1/models).")
+@click.option("--engine", help="Engine to launch, NAME[==VERSION] (see `batchprobe engines list`).")
+@click.option("--model", help="Model id (URL) or model path/alias (engine, e.g. gemma3-270m).")
+@click.option("--serve-cmd", help="With --engine serve-cmd: the server argv with {port} and {model}.")
+@click.option("--patch", "patches", multiple=True, help="Runtime patch to apply inside the engine.")
 @click.option("--sessions", type=click.IntRange(1, 1024), default=8, show_default=True,
               help="Concurrent sessions (and items per workload).")
 @click.option("--haystack-tokens", type=click.IntRange(64, 200_000), default=1200,
               show_default=True, help="Recall prompt length target, in tokens.")
 @click.option("--max-tokens", type=click.IntRange(8, 4096), default=128, show_default=True,
               help="Decode workload output length.")
-@click.option("--prompt-style", type=click.Choice(["completion", "chat"]), default="completion",
-              show_default=True, help="completion for base models, chat for instruct models.")
+@click.option("--prompt-style", type=click.Choice(["completion", "chat"]), default=None,
+              help="completion for base models, chat for instruct models [default: completion, "
+                   "or the engine's preferred API].")
 @click.option("--workloads", default="recall,decode", show_default=True,
               help="Comma-separated: recall, decode.")
-@click.option("--arms", help="Comma-separated NAME@N arms (default: serial@1,concurrent@N).")
+@click.option("--arms", help="Comma-separated NAME@N arms (default: serial@1,concurrent@N for a URL; "
+                             "simple@1,batching@1,batching@N for an engine).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--min-speedup", type=click.FloatRange(min=0, min_open=True),
               default=Thresholds().min_speedup, show_default=True)
@@ -63,15 +72,25 @@ def _config_error(exc: ValidationError) -> ConfigError:
 @click.option("--strict-greedy", is_flag=True, help="Fail when greedy outputs differ across arms.")
 @click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=300.0,
               show_default=True, help="Seconds one request may take in all.")
+@click.option("--ready-timeout", type=click.FloatRange(min=0, min_open=True),
+              default=DEFAULT_READY_TIMEOUT_S, show_default=True,
+              help="Seconds a launched engine may take to become ready.")
+@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Engine environments and models (default: $BATCHPROBE_CACHE_DIR or "
+                   "~/.cache/batchprobe).")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("verdict.json"), show_default=True)
+              default=Path("verdict.json"), show_default=True,
+              help="The verdict file; engine logs go to a folder beside it.")
 def run(
     base_url: str | None,
+    engine: str | None,
     model: str | None,
+    serve_cmd: str | None,
+    patches: tuple[str, ...],
     sessions: int,
     haystack_tokens: int,
     max_tokens: int,
-    prompt_style: str,
+    prompt_style: str | None,
     workloads: str,
     arms: str | None,
     seed: int,
@@ -80,41 +99,72 @@ def run(
     max_recall_drop: float,
     strict_greedy: bool,
     request_timeout: float,
+    ready_timeout: float,
+    cache_dir: Path | None,
     output: Path,
 ) -> None:
     """Probe whether batching is parallel AND correct; write the verdict file.
 
+    With no --base-url and no --engine it probes llama.cpp serving gemma3-270m, building
+    llama-server first when it is missing.
+
     Exit codes: 0 PASS, 1 FAIL, 2 INCONCLUSIVE or the run could not finish.
     """
     err = Console(stderr=True)
-    if base_url is None:
-        raise click.UsageError("give --base-url URL")
+    managed = base_url is None
     try:
+        if base_url is not None and (engine or serve_cmd or patches):
+            raise ConfigError("--base-url", "probes a running server: drop --engine/--patch")
+        provider: EndpointProvider
+        if managed:
+            ref, model_path = engine_target(engine, model, cache_dir)
+            style = prompt_style or _STYLE_FOR_API[get_engine(ref.name).capabilities.default_api]
+            provider = EngineProvider(
+                ref,
+                model_path,
+                log_dir=output.with_name(output.stem + "-logs"),
+                cache_dir=cache_dir,
+                ready_timeout=ready_timeout,
+                patches=patches,
+                serve_cmd=shlex.split(serve_cmd) if serve_cmd else None,
+                # The default run builds what it needs (llama-server, ~7 min) on first use.
+                auto_install=engine is None,
+                on_install_step=lambda text: err.print(f"  installing: {text}"),
+            )
+        else:
+            style = prompt_style or "completion"
+            provider = url_provider(base_url, model)  # type: ignore[arg-type]
         config = RunConfig(
             base_url=base_url,
-            model=model,
+            engine=str(ref) if managed else None,
+            model=model_path if managed else model,
             sessions=sessions,
             haystack_tokens=haystack_tokens,
             max_tokens=max_tokens,
-            prompt_style=prompt_style,  # type: ignore[arg-type]
+            prompt_style=style,  # type: ignore[arg-type]
             workloads=_workloads(workloads),  # type: ignore[arg-type]
             seed=seed,
-            arms=parse_arms(arms, managed=False) if arms else url_arms(sessions),
+            arms=parse_arms(arms, managed=managed) if arms else
+            (engine_arms if managed else url_arms)(sessions),
             thresholds=Thresholds(
                 min_speedup=min_speedup,
                 recall_floor=recall_floor,
                 max_recall_drop=max_recall_drop,
                 strict_greedy=strict_greedy,
             ),
+            patches=list(patches),
             request_timeout_s=request_timeout,
         )
     except ValidationError as exc:
         raise click.UsageError(str(_config_error(exc))) from exc
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
+    except BatchprobeError as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise SystemExit(EXIT_OTHER) from exc
     listener = RichListener(err)
     with listener.progress:
-        report = run_probe(config, output, url_provider(base_url, model), listener)
+        report = run_probe(config, output, provider, listener)
     if report.error:
         err.print(f"[red]error:[/] {report.error}")
     print_summary(Console(), report, str(output))

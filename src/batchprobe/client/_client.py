@@ -25,6 +25,8 @@ DEFAULT_TIMEOUTS = Timeouts()
 _UNREACHABLE = (aiohttp.ClientConnectionError, *TIMEOUT_ERRORS)
 # Everything a failed request can raise (the rest are bugs, and propagate).
 _REQUEST_FAILURES = (aiohttp.ClientError, Fault, *TIMEOUT_ERRORS)
+_STALE_CONNECTION = (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError)
+_STALE_RETRIES = 2
 
 
 def _root_url(base_url: str) -> URL:
@@ -155,13 +157,23 @@ class OpenAIClient:
         return parser.record(req.request_id, started, perf_counter(), error)
 
     async def _exchange(self, req: CompletionRequest, parser: ReplyParser) -> None:
-        async with self._http().post(
-            self._urls[req.api],
-            data=dumps(request_body(req, self.model)),
-            headers=request_headers(req.request_id, self._api_key),
-            timeout=self._timeout,
-        ) as resp:
-            await _read_reply(resp, parser)
+        body = dumps(request_body(req, self.model))
+        headers = request_headers(req.request_id, self._api_key)
+        for attempt in range(_STALE_RETRIES + 1):
+            try:
+                resp = await self._http().post(
+                    self._urls[req.api], data=body, headers=headers, timeout=self._timeout
+                )
+            except _STALE_CONNECTION as exc:
+                # Some servers (llama-server) close a kept-alive connection after a stream
+                # without saying so; the next request on it fails before the server saw it,
+                # so sending it again on a fresh connection is safe.
+                if attempt == _STALE_RETRIES:
+                    raise
+                continue
+            async with resp:
+                await _read_reply(resp, parser)
+            return
 
 
 async def _read_reply(resp: aiohttp.ClientResponse, parser: ReplyParser) -> None:

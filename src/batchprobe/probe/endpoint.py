@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
+from batchprobe.errors import BatchprobeError
 from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.models import ArmSpec
 
@@ -22,26 +23,44 @@ class Endpoint:
     """A server ready for one arm.
 
     ``cache_control`` says how prefix caches are kept cold between arms: ``restart`` when the
-    provider starts a fresh server per arm; ``request_field`` is detected by the probe itself.
+    provider starts a fresh server per arm; the per-request switch is detected by the probe.
     """
 
     base_url: str
     model: str | None = None
     engine_version: str | None = None
     cache_control: CacheControl = "none"
+    log_path: str | None = None
     is_alive: Callable[[], bool] | None = None
-    log_tail: Callable[[], str] | None = None
     diagnose: Callable[[list[str]], list[Diagnosis]] = field(default=_no_diagnosis)
+    patches: tuple[str, ...] = ()
 
 
-EndpointProvider = Callable[[ArmSpec], AbstractContextManager[Endpoint]]
+class EndpointProvider(Protocol):
+    """Gives each arm a ready server, and explains a server that could not be given."""
+
+    def __call__(self, spec: ArmSpec) -> AbstractContextManager[Endpoint]: ...
+
+    def explain(self, exc: BatchprobeError) -> list[Diagnosis]: ...
 
 
-def url_provider(base_url: str, model: str | None = None) -> EndpointProvider:
+class UrlProvider:
     """Every arm talks to the same already-running server."""
 
-    @contextmanager
-    def provide(spec: ArmSpec) -> Iterator[Endpoint]:
-        yield Endpoint(base_url=base_url.rstrip("/"), model=model)
+    def __init__(self, base_url: str, model: str | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
 
-    return provide
+    @contextmanager
+    def _provide(self) -> Iterator[Endpoint]:
+        yield Endpoint(base_url=self.base_url, model=self.model)
+
+    def __call__(self, spec: ArmSpec) -> AbstractContextManager[Endpoint]:
+        return self._provide()
+
+    def explain(self, exc: BatchprobeError) -> list[Diagnosis]:
+        return []
+
+
+def url_provider(base_url: str, model: str | None = None) -> UrlProvider:
+    return UrlProvider(base_url, model)

@@ -25,6 +25,7 @@ from batchprobe.probe.endpoint import Endpoint, EndpointProvider
 from batchprobe.probe.metrics import arm_metrics
 from batchprobe.probe.status import status_for
 from batchprobe.probe.verdict import decide
+from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.models import (
     ArmResult,
     ArmSpec,
@@ -191,6 +192,8 @@ class _Run:
         self.save()
         with self.provider(spec) as ep:
             arm.engine_version = ep.engine_version
+            arm.log_path = ep.log_path
+            self.report.patches_applied = list(ep.patches)
             self.report.environment.engine_version = ep.engine_version
             try:
                 run_async(self._arm(ep, arm))
@@ -219,8 +222,11 @@ class _Run:
         ]
         if not bodies and arm.server_alive_after is not False:
             return
+        self.add_diagnoses(ep.diagnose(bodies))
+
+    def add_diagnoses(self, diagnoses: list[Diagnosis]) -> None:
         known = {d.issue_id for d in self.report.diagnoses}
-        for diagnosis in ep.diagnose(bodies):
+        for diagnosis in diagnoses:
             if diagnosis.issue_id not in known:
                 known.add(diagnosis.issue_id)
                 self.report.diagnoses.append(diagnosis)
@@ -289,6 +295,7 @@ def run_probe(
         except BatchprobeError as exc:
             status, error = status_for(exc), str(exc)
             run.report.log_tail = getattr(exc, "log_tail", None)
+            run.add_diagnoses(provider.explain(exc))
         except KeyboardInterrupt:
             status, error = Status.INTERRUPTED, "interrupted by a signal"
         finally:

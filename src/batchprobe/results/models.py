@@ -140,6 +140,7 @@ class ArmResult(_Model):
     server_alive_after: bool | None = None
     engine_version: str | None = None
     served_model: str | None = None
+    log_path: str | None = Field(default=None, description="The engine's log for this arm.")
     error: str | None = None
     warnings: list[str] = Field(default_factory=list)
 

@@ -1,0 +1,157 @@
+"""Launch a managed engine for one configuration and always stop it again."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from batchprobe.engines._base import Engine
+from batchprobe.engines._envs import require_installation, resolve
+from batchprobe.engines._process import TERM_GRACE_S, reserve_port, start_group, stop_group
+from batchprobe.engines._ready import Readiness
+from batchprobe.engines._ref import EngineRef
+from batchprobe.engines._registry import EngineRegistry
+from batchprobe.engines._steps import tail
+from batchprobe.engines._types import (
+    LOOPBACK,
+    Capabilities,
+    Installation,
+    LaunchSpec,
+    Mode,
+    check_mode,
+)
+from batchprobe.engines.serve_cmd import ServeCmd
+from batchprobe.errors import ConfigError
+
+DEFAULT_READY_TIMEOUT_S = 300.0
+MAX_CONCURRENCY = 4096
+
+
+@dataclass(frozen=True, eq=False)
+class RunningEngine:
+    """A launched, ready engine. Valid only inside the ``launch`` block."""
+
+    name: str
+    version: str
+    mode: Mode
+    concurrency: int
+    base_url: str
+    model_id: str
+    argv: list[str]
+    log_path: Path
+    capabilities: Capabilities
+    process: subprocess.Popen[bytes]
+
+    @property
+    def pid(self) -> int:
+        """The server's pid, which is also its process-group id."""
+        return self.process.pid
+
+    def is_alive(self) -> bool:
+        """True while the server process has not exited."""
+        return self.process.poll() is None
+
+    def log_tail(self, lines: int = 60) -> str:
+        """The last ``lines`` lines of the server log."""
+        return tail(self.log_path, lines)
+
+
+def _environment(
+    engine: Engine,
+    inst: Installation,
+    spec: LaunchSpec,
+    extra_env: Mapping[str, str] | None,
+    pythonpath_prepend: Sequence[Path] | None,
+) -> dict[str, str]:
+    env = dict(os.environ)
+    # The probe's own interpreter settings must not leak into the engine's venv.
+    for name in ("PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP"):
+        env.pop(name, None)
+    if inst.root is not None and inst.python is not None:
+        env["VIRTUAL_ENV"] = str(inst.root)
+        env["PATH"] = os.pathsep.join([str(inst.root / "bin"), env.get("PATH", "")])
+    # Unbuffered output keeps the log (and its tail in errors) current.
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(engine.launch_env(inst, spec))
+    env.update(extra_env or {})
+    if pythonpath_prepend:
+        parts = [str(p) for p in pythonpath_prepend]
+        if env.get("PYTHONPATH"):
+            parts.append(env["PYTHONPATH"])
+        env["PYTHONPATH"] = os.pathsep.join(parts)
+    return env
+
+
+def _pick_engine(
+    ref: EngineRef | str, registry: EngineRegistry | None, serve_cmd: Sequence[str] | None
+) -> tuple[Engine, str]:
+    engine, version = resolve(ref, registry)
+    if serve_cmd is not None:
+        if engine.name != "serve-cmd":
+            raise ConfigError("serve_cmd", f"only for engine serve-cmd, not {engine.name!r}")
+        return ServeCmd(serve_cmd), version
+    return engine, version
+
+
+@contextmanager
+def launch(
+    ref: EngineRef | str,
+    model: str | Path,
+    mode: str,
+    concurrency: int,
+    *,
+    log_path: Path,
+    cache_dir: Path | None = None,
+    ready_timeout: float = DEFAULT_READY_TIMEOUT_S,
+    extra_env: Mapping[str, str] | None = None,
+    pythonpath_prepend: Sequence[Path] | None = None,
+    registry: EngineRegistry | None = None,
+    serve_cmd: Sequence[str] | None = None,
+    stop_grace: float = TERM_GRACE_S,
+) -> Iterator[RunningEngine]:
+    """Start the engine for one configuration, wait until it is ready, stop it on exit.
+
+    Raises EngineNotInstalled (with the install command), EngineExitedEarly or
+    EngineFailedToStart (with the log tail and the argv to reproduce). The whole
+    process group is stopped when the block ends, however it ends: SIGTERM, then
+    SIGKILL after ``stop_grace`` seconds. ``extra_env`` and ``pythonpath_prepend``
+    reach the engine process (e.g. a sitecustomize shim that applies patches).
+    """
+    engine, version = _pick_engine(ref, registry, serve_cmd)
+    checked_mode = check_mode(mode)
+    if not 1 <= concurrency <= MAX_CONCURRENCY:
+        raise ConfigError(
+            "concurrency", f"{concurrency} is out of range; allowed: 1..{MAX_CONCURRENCY}"
+        )
+    inst = require_installation(
+        EngineRef(name=engine.name, version=version or None), cache_dir=cache_dir, registry=registry
+    )
+    spec = LaunchSpec(
+        model=str(model), mode=checked_mode, concurrency=concurrency, port=reserve_port(LOOPBACK)
+    )
+    argv = engine.launch_argv(inst, spec)
+    env = _environment(engine, inst, spec, extra_env, pythonpath_prepend)
+    proc = start_group(argv, log_path, env)
+    try:
+        base_url = f"http://{LOOPBACK}:{spec.port}"
+        ready = Readiness(proc, argv, log_path, ready_timeout, engine.fatal_startup_patterns)
+        ready.wait_for(base_url + engine.readiness_path)
+        model_id = engine.served_model_id(spec, ready.listed_models(base_url))
+        yield RunningEngine(
+            name=engine.name,
+            version=inst.version,
+            mode=checked_mode,
+            concurrency=concurrency,
+            base_url=base_url,
+            model_id=model_id,
+            argv=argv,
+            log_path=log_path,
+            capabilities=engine.capabilities,
+            process=proc,
+        )
+    finally:
+        stop_group(proc, grace=stop_grace)

@@ -1,0 +1,41 @@
+"""vLLM (`vllm serve`): always continuously batched; "simple" means one sequence at a time."""
+
+from __future__ import annotations
+
+from batchprobe.engines._base import PipEngine
+from batchprobe.engines._types import Installation, LaunchSpec, PlatformName
+
+
+class Vllm(PipEngine):
+    """vLLM needs a CUDA/ROCm (or a from-source CPU) build; it cannot run on a 2-core CI box."""
+
+    name = "vllm"
+    description = "vLLM's OpenAI server (GPU); --max-num-seqs caps the running batch."
+    package = "vllm"
+    default_version = "0.11.0"
+    runs_here = False
+
+    def pip_requirements(self, version: str, platform: PlatformName) -> list[list[str]]:
+        # On macOS use vllm-mlx instead; pip would only offer an unusable source build.
+        return [[f"vllm=={version}"]]
+
+    def launch_argv(self, inst: Installation, spec: LaunchSpec) -> list[str]:
+        seqs = 1 if spec.mode == "simple" else spec.concurrency
+        return [
+            str(inst.python),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            spec.model,
+            "--host",
+            spec.host,
+            "--port",
+            str(spec.port),
+            "--max-num-seqs",
+            str(seqs),
+            "--seed",
+            "0",
+        ]
+
+
+ENGINE = Vllm()

@@ -1,0 +1,82 @@
+"""vllm-mlx (`vllm-mlx serve`): simple engine, or `--continuous-batching`."""
+
+from __future__ import annotations
+
+from batchprobe.engines._base import PipEngine
+from batchprobe.engines._known import KnownIssue
+from batchprobe.engines._types import Capabilities, Installation, LaunchSpec, PlatformName
+
+SHARED_KV = KnownIssue(
+    issue_id="vllm-mlx-gemma4-shared-kv",
+    title="vllm-mlx's Gemma-4 attention patch rejects `shared_kv` under continuous batching",
+    patterns=(r"unexpected keyword argument 'shared_kv'",),
+    affected="<0.4.0",
+    explanation=(
+        "With --continuous-batching, vllm-mlx replaces mlx-vlm's Gemma-4 Attention.__call__ with "
+        "its own _patched_call, whose signature predates mlx-vlm's `shared_kv` argument (KV sharing "
+        "between layers). Every batched request fails inside the model, and the server answers "
+        "HTTP 200 with finish_reason 'error' and no text; the simple engine is unaffected."
+    ),
+    remedy=(
+        "Upgrade to vllm-mlx>=0.4.0, or launch with batchprobe's runtime patch "
+        "(`--patch gemma4-attention`), or serve without --continuous-batching."
+    ),
+    fixed_in="0.4.0",
+    patch="gemma4-attention",
+)
+
+BUSY_503 = KnownIssue(
+    issue_id="vllm-mlx-simple-busy-503",
+    title="vllm-mlx's simple engine refuses overlapping requests (HTTP 503 text_generation_busy)",
+    patterns=(r"text_generation_busy",),
+    explanation=(
+        "Without --continuous-batching, vllm-mlx serves one generation at a time and answers any "
+        "request that arrives meanwhile with 503 text_generation_busy. This is serial by design."
+    ),
+    remedy="Send one request at a time, or start the server with --continuous-batching.",
+    is_bug=False,
+)
+
+
+class VllmMlx(PipEngine):
+    """vllm-mlx: an MLX port of vLLM's server; multimodal models go through mlx-vlm."""
+
+    name = "vllm-mlx"
+    aliases = ("vllm_mlx",)
+    description = "vLLM-style OpenAI server on MLX (text via mlx-lm, multimodal via mlx-vlm)."
+    package = "vllm-mlx"
+    default_version = "0.6.0"
+    known_issues = (SHARED_KV, BUSY_503)
+    capabilities = Capabilities(default_api="completions")
+
+    def pip_requirements(self, version: str, platform: PlatformName) -> list[list[str]]:
+        if platform == "macos-arm64":
+            return [[f"vllm-mlx=={version}"]]
+        # A plain Linux install drags in a 6.5 GB CUDA torch; the CPU wheel is enough.
+        return [["mlx[cpu]", f"vllm-mlx=={version}", "torch==2.13.0", "torchvision==0.28.*"]]
+
+    def post_install(self, platform: PlatformName) -> list[list[str]]:
+        if platform == "macos-arm64":
+            return []
+        # PyPI's torchvision beside a CPU torch breaks mlx-vlm imports
+        # ("operator torchvision::nms does not exist"); mlx-vlm runs without it.
+        return [["{python}", "-m", "pip", "uninstall", "-y", "torchvision"]]
+
+    def launch_argv(self, inst: Installation, spec: LaunchSpec) -> list[str]:
+        if inst.root is None:
+            raise TypeError("vllm-mlx needs a managed environment")
+        argv = [
+            str(inst.root / "bin" / "vllm-mlx"),
+            "serve",
+            spec.model,
+            "--host",
+            spec.host,
+            "--port",
+            str(spec.port),
+        ]
+        if spec.mode == "batching":
+            argv += ["--continuous-batching", "--max-num-seqs", str(spec.concurrency)]
+        return argv
+
+
+ENGINE = VllmMlx()

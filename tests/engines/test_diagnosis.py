@@ -1,0 +1,86 @@
+"""Diagnosis from real vllm-mlx output (captured from the engines themselves) and synthetic logs.
+
+data/vllm-mlx-0.3.0-batching-gemma4.log: `vllm-mlx serve` 0.3.0 with --continuous-batching on
+the tiny gemma-4, two concurrent /v1/completions (both came back 200 with finish_reason
+"error"). data/vllm-mlx-0.6.0-simple-503.json: the body of the 503 that 0.6.0's simple engine
+returned to the second of two overlapping requests.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from batchprobe.engines import diagnose, last_traceback
+
+DATA = Path(__file__).with_name("data")
+SHARED_KV_LOG = (DATA / "vllm-mlx-0.3.0-batching-gemma4.log").read_text()
+BUSY_BODY = (DATA / "vllm-mlx-0.6.0-simple-503.json").read_text()
+
+
+def test_shared_kv_known_issue_on_the_real_0_3_0_log() -> None:
+    found = diagnose("vllm-mlx", "0.3.0", SHARED_KV_LOG, [])
+    assert [d.issue_id for d in found] == ["vllm-mlx-gemma4-shared-kv"]
+    issue = found[0]
+    assert issue.known and issue.is_bug
+    assert issue.fixed_in == "0.4.0" and issue.patch == "gemma4-attention"
+    assert any("unexpected keyword argument 'shared_kv'" in line for line in issue.evidence)
+    assert len(issue.evidence) == len(set(issue.evidence)) <= 5
+
+
+def test_shared_kv_is_not_claimed_for_fixed_versions() -> None:
+    found = diagnose("vllm-mlx", "0.6.0", SHARED_KV_LOG, [])
+    assert [d.issue_id for d in found] == ["unknown"]
+    assert found[0].evidence[-1].startswith("TypeError:")
+
+
+def test_busy_503_is_by_design_not_a_bug() -> None:
+    found = diagnose("vllm-mlx", "0.6.0", "", [BUSY_BODY])
+    assert [d.issue_id for d in found] == ["vllm-mlx-simple-busy-503"]
+    assert found[0].is_bug is False and found[0].known
+    assert "text_generation_busy" in found[0].evidence[0]
+
+
+def test_unknown_failure_takes_the_last_traceback() -> None:
+    log = (
+        "INFO starting\n"
+        "Traceback (most recent call last):\n"
+        '  File "a.py", line 1, in <module>\n'
+        "ValueError: first\n"
+        "INFO retrying\n"
+        "Traceback (most recent call last):\n"
+        '  File "b.py", line 2, in load\n'
+        "    raise OSError('no such model')\n"
+        "OSError: no such model\n"
+        "INFO shutting down\n"
+    )
+    found = diagnose("mlx-lm", "0.32.2", log, [])
+    assert len(found) == 1 and not found[0].known and found[0].issue_id == "unknown"
+    assert found[0].evidence[0] == "Traceback (most recent call last):"
+    assert found[0].evidence[-1] == "OSError: no such model"
+    assert "ValueError: first" not in found[0].evidence
+
+
+def test_unknown_failure_without_traceback_uses_error_lines() -> None:
+    log = "load: ok\nsrv  load_model: failed to load model '/nope.gguf'\nmain: exiting due to model loading error\n"
+    found = diagnose("llama.cpp", None, log, [])
+    assert found[0].issue_id == "unknown"
+    assert found[0].evidence == [
+        "srv  load_model: failed to load model '/nope.gguf'",
+        "main: exiting due to model loading error",
+    ]
+
+
+def test_clean_log_gives_no_diagnosis() -> None:
+    assert diagnose("llama.cpp", "0.3.36", "INFO all good\nINFO served 8 requests\n", []) == []
+
+
+def test_long_tracebacks_are_trimmed() -> None:
+    lines = ["Traceback (most recent call last):"]
+    lines += [f'  File "f{i}.py", line {i}, in g' for i in range(40)] + ["KeyError: 'x'"]
+    block = last_traceback(lines)
+    assert (
+        len(block) == 12
+        and block[0] == lines[0]
+        and block[1] == "  ..."
+        and block[-1] == "KeyError: 'x'"
+    )

@@ -1,0 +1,175 @@
+"""Lifecycle with a stand-in server: readiness, failures, teardown of the whole group."""
+
+from __future__ import annotations
+
+import signal
+import uuid
+from pathlib import Path
+
+import pytest
+
+from batchprobe.engines import group_members, launch
+from batchprobe.errors import (
+    ConfigError,
+    EngineExitedEarly,
+    EngineFailedToStart,
+    EngineNotInstalled,
+)
+
+from .helpers import get_text, mini_cmd, pid_alive, procs_with
+
+
+def test_ready_engine_answers_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    with launch("serve-cmd", "/m", "batching", 4, log_path=log, serve_cmd=mini_cmd("ready")) as eng:
+        assert eng.base_url.startswith("http://127.0.0.1:")
+        assert eng.model_id == "mini-model"
+        assert eng.is_alive()
+        assert get_text(eng.base_url + "/health")[0] == 200
+        members = group_members(eng.pid)
+        assert eng.pid in members and len(members) >= 2  # the server and its grandchild
+        pgid = eng.pid
+    assert group_members(pgid) == []
+    assert not any(pid_alive(p) for p in members)
+    assert "mini server starting" in log.read_text()
+
+
+def test_keyboard_interrupt_inside_the_block_stops_the_group(tmp_path: Path) -> None:
+    tag = f"ctrl-c-{uuid.uuid4()}"
+    with (
+        pytest.raises(KeyboardInterrupt),
+        launch(
+            "serve-cmd",
+            "/m",
+            "simple",
+            1,
+            log_path=tmp_path / "l.log",
+            serve_cmd=mini_cmd("ready", tag),
+        ),
+    ):
+        assert len(procs_with(tag)) == 2
+        raise KeyboardInterrupt
+    assert procs_with(tag) == []
+
+
+def test_sigterm_ignored_means_sigkill(tmp_path: Path) -> None:
+    tag = f"stubborn-{uuid.uuid4()}"
+    with launch(
+        "serve-cmd",
+        "/m",
+        "simple",
+        1,
+        log_path=tmp_path / "l.log",
+        serve_cmd=mini_cmd("stubborn", tag),
+        stop_grace=1.0,
+    ) as eng:
+        members = group_members(eng.pid)
+        assert len(procs_with(tag)) == 2
+    assert members and not any(pid_alive(p) for p in members)
+    assert procs_with(tag) == []
+
+
+def test_early_exit_fails_fast_with_log_tail(tmp_path: Path) -> None:
+    argv = mini_cmd("exit")
+    with (
+        pytest.raises(EngineExitedEarly) as info,
+        launch(
+            "serve-cmd",
+            "/m",
+            "simple",
+            1,
+            log_path=tmp_path / "l.log",
+            serve_cmd=argv,
+            ready_timeout=60,
+        ),
+    ):
+        pytest.fail("must not become ready")
+    assert "exited with code 3" in str(info.value)
+    assert info.value.log_tail is not None and "no model at /does/not/exist" in info.value.log_tail
+    assert info.value.reproduce is not None and info.value.reproduce[1] == argv[1]
+
+
+def test_timeout_names_the_command_to_reproduce(tmp_path: Path) -> None:
+    tag = f"never-{uuid.uuid4()}"
+    with (
+        pytest.raises(EngineFailedToStart) as info,
+        launch(
+            "serve-cmd",
+            "/m",
+            "simple",
+            1,
+            log_path=tmp_path / "l.log",
+            serve_cmd=mini_cmd("never", tag),
+            ready_timeout=1.5,
+        ),
+    ):
+        pytest.fail("must not become ready")
+    assert not isinstance(info.value, EngineExitedEarly)
+    assert "not ready after 2s" in str(info.value) and "reproduce with:" in str(info.value)
+    assert info.value.reproduce is not None and "never" in info.value.reproduce
+    assert procs_with(tag) == []
+
+
+def test_not_installed_engine_is_refused_before_anything_starts(
+    no_cache: Path, tmp_path: Path
+) -> None:
+    with (
+        pytest.raises(EngineNotInstalled) as info,
+        launch(
+            "mlx-lm==0.32.2", "/m", "simple", 1, log_path=tmp_path / "l.log", cache_dir=no_cache
+        ),
+    ):
+        pytest.fail("must not start")
+    assert info.value.install_command == ["batchprobe", "engines", "install", "mlx-lm==0.32.2"]
+    assert not (tmp_path / "l.log").exists()
+
+
+@pytest.mark.parametrize(
+    ("mode", "n", "field"), [("turbo", 1, "mode"), ("simple", 0, "concurrency")]
+)
+def test_bad_configuration_is_a_config_error(tmp_path: Path, mode: str, n: int, field: str) -> None:
+    with (
+        pytest.raises(ConfigError) as info,
+        launch(
+            "serve-cmd", "/m", mode, n, log_path=tmp_path / "l.log", serve_cmd=mini_cmd("ready")
+        ),
+    ):
+        pytest.fail("must not start")
+    assert info.value.field == field
+
+
+def test_serve_cmd_only_with_its_engine(tmp_path: Path) -> None:
+    with (
+        pytest.raises(ConfigError, match="only for engine serve-cmd"),
+        launch(
+            "mlx-lm", "/m", "simple", 1, log_path=tmp_path / "l.log", serve_cmd=mini_cmd("ready")
+        ),
+    ):
+        pytest.fail("must not start")
+
+
+def test_extra_env_and_pythonpath_reach_the_engine(tmp_path: Path) -> None:
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    # sitecustomize runs at interpreter start-up: the patch helper's injection point.
+    (shim / "sitecustomize.py").write_text(
+        "import os\nprint('shim loaded', os.environ.get('BATCHPROBE_PATCHES'), flush=True)\n"
+    )
+    log = tmp_path / "l.log"
+    with launch(
+        "serve-cmd",
+        "/m",
+        "simple",
+        1,
+        log_path=log,
+        serve_cmd=mini_cmd("ready"),
+        extra_env={"BATCHPROBE_PATCHES": "gemma4-attention"},
+        pythonpath_prepend=[shim],
+    ):
+        pass
+    assert "shim loaded gemma4-attention" in log.read_text()
+
+
+def test_signal_module_is_untouched() -> None:
+    # launch() must not install signal handlers of its own (the probe owns SIGINT/SIGTERM).
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

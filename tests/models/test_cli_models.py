@@ -1,0 +1,51 @@
+"""`batchprobe models` and `batchprobe engines` through click's CliRunner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from batchprobe.cli import main
+
+
+def test_build_tiny_gemma3(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["models", "build-tiny", "gemma3", str(tmp_path / "tiny")])
+    assert result.exit_code == 0, result.output
+    assert Path(result.output.strip()) == tmp_path / "tiny"
+    assert (tmp_path / "tiny" / "model.safetensors").is_file()
+
+
+def test_build_tiny_rejects_unknown_family(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["models", "build-tiny", "llama9", str(tmp_path)])
+    assert result.exit_code == 2 and "gemma3" in result.output and "gemma4" in result.output
+
+
+def test_resolve_alias() -> None:
+    result = CliRunner().invoke(main, ["models", "resolve", "gemma3-270m"])
+    assert result.exit_code == 0 and result.output.strip().endswith(".gguf")
+
+
+def test_engines_list_names_every_engine(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["engines", "list", "--cache-dir", str(tmp_path)])
+    assert result.exit_code == 0
+    for name in ("llama.cpp", "mlx-lm", "vllm-mlx", "transformers", "vllm", "sglang", "ollama"):
+        assert name in result.output
+
+
+def test_engines_install_rejects_unknown_and_malformed() -> None:
+    unknown = CliRunner().invoke(main, ["engines", "install", "nope==1"])
+    assert unknown.exit_code == 2 and "unknown 'nope'; known:" in unknown.output
+    malformed = CliRunner().invoke(main, ["engines", "install", "vllm-mlx>=0.3"])
+    assert malformed.exit_code == 2 and "NAME==VERSION" in malformed.output
+
+
+def test_engines_install_reuses_a_finished_environment() -> None:
+    result = CliRunner().invoke(main, ["engines", "install", "mlx-lm"])
+    assert result.exit_code == 0 and "mlx-lm==0.32.2 ready at" in result.output
+
+
+def test_engines_doctor(tmp_path: Path) -> None:
+    result = CliRunner().invoke(main, ["engines", "doctor", "--cache-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "platform" in result.output and "llama.cpp build tools" in result.output
