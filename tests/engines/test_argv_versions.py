@@ -127,6 +127,7 @@ def test_mlx_lm_vllm_mlx_and_transformers_argv() -> None:
     ]
     assert "--continuous-batching" in vm.launch_argv(VENV, spec("batching", 8))
     assert "--continuous-batching" not in vm.launch_argv(VENV, spec("simple", 8))
+    assert "--disable-prefix-cache" in vm.launch_argv(VENV, spec("simple", 8))
     tf = get_engine("transformers")
     batching = tf.launch_argv(VENV, spec("batching"))
     assert batching[:3] == ["/env/bin/transformers", "serve", "/models/m"]

@@ -11,30 +11,12 @@ from typing import Any
 
 import pytest
 
-from batchprobe.engines import Installation, RunningEngine, diagnose, install, launch
+from batchprobe.engines import Installation, RunningEngine, diagnose, launch
 
 from .helpers import post_json
 
 pytestmark = pytest.mark.engine
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-@pytest.fixture(scope="module")
-def tiny_gemma4_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from batchprobe.models import tiny_gemma4
-
-    # vllm-mlx routes to its multimodal engine by path: keep "gemma4" in the name.
-    return tiny_gemma4.build(tmp_path_factory.mktemp("m") / "tiny-gemma4")
-
-
-@pytest.fixture(scope="module")
-def vllm_mlx_030() -> Installation:
-    return install("vllm-mlx==0.3.0")
-
-
-@pytest.fixture(scope="module")
-def vllm_mlx_060() -> Installation:
-    return install("vllm-mlx==0.6.0")
 
 
 def _concurrent(eng: RunningEngine, n: int, max_tokens: int = 8) -> list[dict[str, Any]]:

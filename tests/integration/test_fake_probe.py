@@ -17,9 +17,9 @@ SESSIONS = 4
 
 
 def probe(tmp_path: Path, fake: FakeServerConfig, **overrides: object) -> Report:
-    settings: dict[str, object] = dict(
-        sessions=SESSIONS, haystack_tokens=200, max_tokens=24, request_timeout_s=20.0
-    )
+    settings: dict[str, object] = {
+        "sessions": SESSIONS, "haystack_tokens": 200, "max_tokens": 24, "request_timeout_s": 20.0
+    }
     settings.update(overrides)
     with FakeServerThread(fake) as server:
         config = RunConfig(base_url=server.base_url, **settings)  # type: ignore[arg-type]
@@ -32,7 +32,7 @@ def probe(tmp_path: Path, fake: FakeServerConfig, **overrides: object) -> Report
 
 
 def fast(**kw: object) -> FakeServerConfig:
-    base: dict[str, object] = dict(ttft_ms=5.0, itl_ms=4.0)
+    base: dict[str, object] = {"ttft_ms": 5.0, "itl_ms": 4.0}
     base.update(kw)
     return FakeServerConfig(**base)  # type: ignore[arg-type]
 

@@ -39,9 +39,9 @@ def _concurrent(n=4, speed=1.0, **overrides):
     return _arm("concurrent", n, sessions)
 
 
-def _verdict(*arms, thresholds=Thresholds(), status=Status.OK):
+def _verdict(*arms, thresholds=None, status=Status.OK):
     comps = [compare(a, arms[0]) for a in arms[1:]]
-    return decide(status, list(arms), comps, thresholds), comps
+    return decide(status, list(arms), comps, thresholds or Thresholds()), comps
 
 
 def test_pass_when_parallel_and_correct():

@@ -7,8 +7,8 @@ from batchprobe.workload.scoring import score_recall
 
 
 def _recall(**kw):
-    args = dict(run_id="ab12", sessions=8, haystack_tokens=500, prompt_style="completion",
-                max_tokens=16, seed=3)
+    args = {"run_id": "ab12", "sessions": 8, "haystack_tokens": 500, "prompt_style": "completion",
+                "max_tokens": 16, "seed": 3}
     args.update(kw)
     return build_recall_items(**args)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
@@ -45,7 +46,7 @@ def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
 def summary_table(report: Report) -> Table:
     table = Table(title=f"batchprobe run {report.run_id}")
     for column in ("arm", "N", "errors", "recall", "x-talk", "decode tok/s", "speedup",
-                   "prefill tok/s", "TTFT p50", "greedy =", "cached"):
+                   "prefill tok/s", "TTFT p50", "greedy =", "cached tok"):
         table.add_column(column, justify="right" if column != "arm" else "left")
     comparisons = {c.arm: c for c in report.comparisons}
     for arm in report.arms:
@@ -79,11 +80,13 @@ def print_summary(console: Console, report: Report, output: str) -> None:
         f"(status {report.status.value})"
     )
     for reason in v.reasons:
-        console.print(f"  - {reason}")
+        console.print(f"  - {escape(reason)}")
     for d in report.diagnoses:
         fixed = f"; fixed in {d.fixed_in}" if d.fixed_in else ""
         patch = f"; patch: --patch {d.patch}" if d.patch else ""
-        console.print(f"  diagnosis [{d.issue_id}] {d.title}{fixed}{patch}")
+        console.print(escape(f"  diagnosis [{d.issue_id}] {d.title}{fixed}{patch}"))
+        if d.remedy:
+            console.print(f"    remedy: {escape(d.remedy)}")
     for warning in report.warnings:
-        console.print(f"  [yellow]warning:[/] {warning}")
-    console.print(f"verdict written to {output}")
+        console.print(f"  [yellow]warning:[/] {escape(warning)}")
+    console.print(f"verdict written to {escape(output)}")

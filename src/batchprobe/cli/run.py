@@ -8,10 +8,12 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from batchprobe.cli._render import RichListener, print_summary
 from batchprobe.engines import DEFAULT_READY_TIMEOUT_S, get_engine
 from batchprobe.errors import BatchprobeError, ConfigError
+from batchprobe.patches import get_patch
 from batchprobe.probe.endpoint import EndpointProvider, url_provider
 from batchprobe.probe.managed import EngineProvider, engine_target
 from batchprobe.probe.plan import engine_arms, parse_arms, url_arms
@@ -115,6 +117,8 @@ def run(
     try:
         if base_url is not None and (engine or serve_cmd or patches):
             raise ConfigError("--base-url", "probes a running server: drop --engine/--patch")
+        for name in patches:
+            get_patch(name)
         provider: EndpointProvider
         if managed:
             ref, model_path = engine_target(engine, model, cache_dir)
@@ -160,12 +164,15 @@ def run(
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
     except BatchprobeError as exc:
-        err.print(f"[red]error:[/] {exc}")
+        err.print(f"[red]error:[/] {escape(str(exc))}")
         raise SystemExit(EXIT_OTHER) from exc
     listener = RichListener(err)
     with listener.progress:
         report = run_probe(config, output, provider, listener)
     if report.error:
-        err.print(f"[red]error:[/] {report.error}")
-    print_summary(Console(), report, str(output))
+        err.print(f"[red]error:[/] {escape(report.error)}")
+    out = Console()
+    if not out.is_terminal:
+        out = Console(width=160)  # a log file or pipe: do not squeeze the table to 80 columns
+    print_summary(out, report, str(output))
     raise SystemExit(exit_code(report))

@@ -164,7 +164,7 @@ class OpenAIClient:
                 resp = await self._http().post(
                     self._urls[req.api], data=body, headers=headers, timeout=self._timeout
                 )
-            except _STALE_CONNECTION as exc:
+            except _STALE_CONNECTION:
                 # Some servers (llama-server) close a kept-alive connection after a stream
                 # without saying so; the next request on it fails before the server saw it,
                 # so sending it again on a fresh connection is safe.

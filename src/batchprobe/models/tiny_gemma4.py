@@ -28,18 +28,31 @@ from typing import Any
 
 __all__ = ["TEXT_CONFIG", "VISION_CONFIG", "build"]
 
-_SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<boi>", "<eoi>", "<image_soft_token>",
-             "<audio_soft_token>", "<boa>", "<eoa>", "<start_of_turn>", "<end_of_turn>"]
+_SPECIALS = [
+    "<pad>",
+    "<eos>",
+    "<bos>",
+    "<unk>",
+    "<boi>",
+    "<eoi>",
+    "<image_soft_token>",
+    "<audio_soft_token>",
+    "<boa>",
+    "<eoa>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+]
 _PUNCT = list(".,:;!?=-_'\"()[]{}/#@%&*+<>|$")
-_WORDS = (
-    "the a an and or of to in on at by for with from is are was were be been it this that "
-    "these those there here what which who when where why how not no yes all any some each "
-    "one two three four five six seven eight nine ten code key value secret access number "
-    "log line system server request session user model token error warning info debug time "
-    "date day night data file record entry message status ok done start stop run test item "
-    "list name id word text note story city river house tree stone light water fire wind "
-    "please answer question remember find say tell write read give only "
-).split()
+_WORD_LINES = (
+    "the a an and or of to in on at by for with from is are was were be been it this that",
+    "these those there here what which who when where why how not no yes all any some each",
+    "one two three four five six seven eight nine ten code key value secret access number log",
+    "line system server request session user model token error warning info debug time date",
+    "day night data file record entry message status ok done start stop run test item list",
+    "name id word text note story city river house tree stone light water fire wind please",
+    "answer question remember find say tell write read give only",
+)
+_WORDS = [word for line in _WORD_LINES for word in line.split()]
 
 TEXT_CONFIG: dict[str, Any] = {
     "model_type": "gemma4_text",
@@ -148,33 +161,51 @@ def _tensor_shapes(vocab_size: int) -> list[tuple[str, tuple[int, ...]]]:
     t, v = TEXT_CONFIG, VISION_CONFIG
     hid, ple, n = t["hidden_size"], t["hidden_size_per_layer_input"], t["num_hidden_layers"]
     first_shared = n - t["num_kv_shared_layers"]  # these layers get a double-wide MLP
-    q_dim, kv_dim = t["num_attention_heads"] * t["head_dim"], t["num_key_value_heads"] * t["head_dim"]
+    q_dim, kv_dim = (
+        t["num_attention_heads"] * t["head_dim"],
+        t["num_key_value_heads"] * t["head_dim"],
+    )
     lm = "language_model.model"
     shapes: list[tuple[str, tuple[int, ...]]] = [(f"{lm}.embed_tokens.weight", (vocab_size, hid))]
     for i in range(n):
         p = f"{lm}.layers.{i}"
         inter = t["intermediate_size"] * (2 if i >= first_shared else 1)
-        shapes += [(f"{p}.self_attn.q_proj.weight", (q_dim, hid)),
-                   (f"{p}.self_attn.o_proj.weight", (hid, q_dim)),
-                   (f"{p}.self_attn.q_norm.weight", (t["head_dim"],)),
-                   # Shared-KV layers never use their own K/V projections; real checkpoints
-                   # still carry them, mlx-vlm 0.5.0 requires them and later versions drop them.
-                   (f"{p}.self_attn.k_proj.weight", (kv_dim, hid)),
-                   (f"{p}.self_attn.v_proj.weight", (kv_dim, hid)),
-                   (f"{p}.self_attn.k_norm.weight", (t["head_dim"],))]
-        shapes += [(f"{p}.mlp.gate_proj.weight", (inter, hid)),
-                   (f"{p}.mlp.up_proj.weight", (inter, hid)),
-                   (f"{p}.mlp.down_proj.weight", (hid, inter))]
-        shapes += [(f"{p}.{norm}.weight", (hid,)) for norm in (
-            "input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
-            "post_feedforward_layernorm", "post_per_layer_input_norm")]
-        shapes += [(f"{p}.per_layer_input_gate.weight", (ple, hid)),
-                   (f"{p}.per_layer_projection.weight", (hid, ple)),
-                   (f"{p}.layer_scalar", (1,))]
-    shapes += [(f"{lm}.norm.weight", (hid,)),
-               (f"{lm}.embed_tokens_per_layer.weight", (vocab_size, n * ple)),
-               (f"{lm}.per_layer_model_projection.weight", (n * ple, hid)),
-               (f"{lm}.per_layer_projection_norm.weight", (ple,))]
+        shapes += [
+            (f"{p}.self_attn.q_proj.weight", (q_dim, hid)),
+            (f"{p}.self_attn.o_proj.weight", (hid, q_dim)),
+            (f"{p}.self_attn.q_norm.weight", (t["head_dim"],)),
+            # Shared-KV layers never use their own K/V projections; real checkpoints
+            # still carry them, mlx-vlm 0.5.0 requires them and later versions drop them.
+            (f"{p}.self_attn.k_proj.weight", (kv_dim, hid)),
+            (f"{p}.self_attn.v_proj.weight", (kv_dim, hid)),
+            (f"{p}.self_attn.k_norm.weight", (t["head_dim"],)),
+        ]
+        shapes += [
+            (f"{p}.mlp.gate_proj.weight", (inter, hid)),
+            (f"{p}.mlp.up_proj.weight", (inter, hid)),
+            (f"{p}.mlp.down_proj.weight", (hid, inter)),
+        ]
+        shapes += [
+            (f"{p}.{norm}.weight", (hid,))
+            for norm in (
+                "input_layernorm",
+                "post_attention_layernorm",
+                "pre_feedforward_layernorm",
+                "post_feedforward_layernorm",
+                "post_per_layer_input_norm",
+            )
+        ]
+        shapes += [
+            (f"{p}.per_layer_input_gate.weight", (ple, hid)),
+            (f"{p}.per_layer_projection.weight", (hid, ple)),
+            (f"{p}.layer_scalar", (1,)),
+        ]
+    shapes += [
+        (f"{lm}.norm.weight", (hid,)),
+        (f"{lm}.embed_tokens_per_layer.weight", (vocab_size, n * ple)),
+        (f"{lm}.per_layer_model_projection.weight", (n * ple, hid)),
+        (f"{lm}.per_layer_projection_norm.weight", (ple,)),
+    ]
     return shapes + _vision_shapes(v, hid)
 
 
@@ -188,18 +219,26 @@ def _vision_shapes(v: dict[str, Any], text_hidden: int) -> list[tuple[str, tuple
         p = f"{vt}.encoder.layers.{i}"
         shapes += [(f"{p}.self_attn.{n}_proj.linear.weight", (vh, vh)) for n in "qkvo"]
         shapes += [(f"{p}.self_attn.{n}_norm.weight", (v["head_dim"],)) for n in "qk"]
-        shapes += [(f"{p}.mlp.gate_proj.linear.weight", (vi, vh)),
-                   (f"{p}.mlp.up_proj.linear.weight", (vi, vh)),
-                   (f"{p}.mlp.down_proj.linear.weight", (vh, vi))]
-        shapes += [(f"{p}.{norm}.weight", (vh,)) for norm in (
-            "input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
-            "post_feedforward_layernorm")]
+        shapes += [
+            (f"{p}.mlp.gate_proj.linear.weight", (vi, vh)),
+            (f"{p}.mlp.up_proj.linear.weight", (vi, vh)),
+            (f"{p}.mlp.down_proj.linear.weight", (vh, vi)),
+        ]
+        shapes += [
+            (f"{p}.{norm}.weight", (vh,))
+            for norm in (
+                "input_layernorm",
+                "post_attention_layernorm",
+                "pre_feedforward_layernorm",
+                "post_feedforward_layernorm",
+            )
+        ]
     return shapes + [("embed_vision.embedding_projection.weight", (text_hidden, vh))]
 
 
-def _random_tensors(vocab_size: int, seed: int) -> dict[str, tuple[tuple[int, ...], array]]:
+def _random_tensors(vocab_size: int, seed: int) -> dict[str, tuple[tuple[int, ...], array[float]]]:
     rng = random.Random(seed)
-    tensors: dict[str, tuple[tuple[int, ...], array]] = {}
+    tensors: dict[str, tuple[tuple[int, ...], array[float]]] = {}
     for name, shape in _tensor_shapes(vocab_size):
         count = math.prod(shape)
         if name.endswith("layer_scalar"):
@@ -217,18 +256,29 @@ def _norm_scale(name: str) -> float:
     # Small token embeddings and strong post-norms let the layers, not the residual copy of the
     # input token, decide the next token: greedy text then depends on attention and positions
     # (so a RoPE or cache bug changes it) and logits are spread enough to avoid near-ties.
-    if name.endswith(("post_attention_layernorm.weight", "post_feedforward_layernorm.weight",
-                      "model.norm.weight")):
+    if name.endswith(
+        (
+            "post_attention_layernorm.weight",
+            "post_feedforward_layernorm.weight",
+            "model.norm.weight",
+        )
+    ):
         return _POST_NORM_SCALE
     return 1.0
 
 
-def _write_safetensors(path: Path, tensors: dict[str, tuple[tuple[int, ...], array]]) -> None:
+def _write_safetensors(
+    path: Path, tensors: dict[str, tuple[tuple[int, ...], array[float]]]
+) -> None:
     header: dict[str, Any] = {"__metadata__": {"format": "mlx"}}
     offset = 0
     for name, (shape, data) in tensors.items():
         size = len(data) * data.itemsize
-        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + size]}
+        header[name] = {
+            "dtype": "F32",
+            "shape": list(shape),
+            "data_offsets": [offset, offset + size],
+        }
         offset += size
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)  # the format wants the data 8-byte aligned
@@ -245,9 +295,17 @@ def _write_safetensors(path: Path, tensors: dict[str, tuple[tuple[int, ...], arr
 def _tokenizer_json(vocab: list[str]) -> dict[str, Any]:
     """A ``tokenizers`` WordLevel tokenizer: whitespace/punctuation split, unknown -> <unk>."""
     added = [
-        {"id": i, "content": tok, "single_word": False, "lstrip": False, "rstrip": False,
-         "normalized": False, "special": True}
-        for i, tok in enumerate(vocab) if tok in _SPECIALS
+        {
+            "id": i,
+            "content": tok,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for i, tok in enumerate(vocab)
+        if tok in _SPECIALS
     ]
     return {
         "version": "1.0",
@@ -258,35 +316,63 @@ def _tokenizer_json(vocab: list[str]) -> dict[str, Any]:
         "pre_tokenizer": {"type": "Whitespace"},
         "post_processor": None,
         "decoder": None,
-        "model": {"type": "WordLevel", "vocab": {t: i for i, t in enumerate(vocab)},
-                  "unk_token": "<unk>"},
+        "model": {
+            "type": "WordLevel",
+            "vocab": {t: i for i, t in enumerate(vocab)},
+            "unk_token": "<unk>",
+        },
     }
 
 
 def _write_tokenizer_side_files(path: Path) -> None:
-    specials = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>",
-                "unk_token": "<unk>"}
+    specials = {
+        "bos_token": "<bos>",
+        "eos_token": "<eos>",
+        "pad_token": "<pad>",
+        "unk_token": "<unk>",
+    }
     # Gemma4Processor reads these names off the tokenizer to place image soft tokens.
-    extra = {"image_token": "<image_soft_token>", "boi_token": "<boi>", "eoi_token": "<eoi>",
-             "audio_token": "<audio_soft_token>", "boa_token": "<boa>", "eoa_token": "<eoa>"}
-    _write_json(path / "tokenizer_config.json", {
-        "tokenizer_class": "PreTrainedTokenizerFast", **specials,
-        "extra_special_tokens": extra, "model_max_length": TEXT_CONFIG["max_position_embeddings"],
-        "padding_side": "left", "chat_template": _CHAT_TEMPLATE,
-    })
+    extra = {
+        "image_token": "<image_soft_token>",
+        "boi_token": "<boi>",
+        "eoi_token": "<eoi>",
+        "audio_token": "<audio_soft_token>",
+        "boa_token": "<boa>",
+        "eoa_token": "<eoa>",
+    }
+    _write_json(
+        path / "tokenizer_config.json",
+        {
+            "tokenizer_class": "PreTrainedTokenizerFast",
+            **specials,
+            "extra_special_tokens": extra,
+            "model_max_length": TEXT_CONFIG["max_position_embeddings"],
+            "padding_side": "left",
+            "chat_template": _CHAT_TEMPLATE,
+        },
+    )
     _write_json(path / "special_tokens_map.json", specials)
     (path / "chat_template.jinja").write_text(_CHAT_TEMPLATE, encoding="utf-8")
-    _write_json(path / "processor_config.json", {
-        "processor_class": "Gemma4Processor",
-        "image_seq_length": VISION_CONFIG["default_output_length"],
-    })
-    _write_json(path / "preprocessor_config.json", {
-        "image_processor_type": "Gemma4ImageProcessor", "processor_class": "Gemma4Processor",
-        "patch_size": VISION_CONFIG["patch_size"],
-        "pooling_kernel_size": VISION_CONFIG["pooling_kernel_size"],
-        "max_soft_tokens": VISION_CONFIG["default_output_length"],
-        "do_normalize": False, "do_rescale": True, "do_resize": True,
-    })
+    _write_json(
+        path / "processor_config.json",
+        {
+            "processor_class": "Gemma4Processor",
+            "image_seq_length": VISION_CONFIG["default_output_length"],
+        },
+    )
+    _write_json(
+        path / "preprocessor_config.json",
+        {
+            "image_processor_type": "Gemma4ImageProcessor",
+            "processor_class": "Gemma4Processor",
+            "patch_size": VISION_CONFIG["patch_size"],
+            "pooling_kernel_size": VISION_CONFIG["pooling_kernel_size"],
+            "max_soft_tokens": VISION_CONFIG["default_output_length"],
+            "do_normalize": False,
+            "do_rescale": True,
+            "do_resize": True,
+        },
+    )
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from batchprobe.errors import ConfigError
 from batchprobe.results.models import ArmSpec
 
-MODES = ("simple", "batching")
+Mode = Literal["simple", "batching"]
+MODES: tuple[Mode, ...] = ("simple", "batching")
 _ARM = re.compile(r"^(?P<name>[a-z][a-z0-9_-]*)@(?P<n>[0-9]+)$")
 
 
@@ -39,9 +41,12 @@ def parse_arms(text: str, *, managed: bool) -> list[ArmSpec]:
         name, n = match["name"], int(match["n"])
         if n < 1:
             raise ConfigError("--arms", f"'{raw}': N must be at least 1")
-        if managed and name not in MODES:
-            raise ConfigError("--arms", f"'{raw}': mode must be one of {', '.join(MODES)}")
-        arms.append(ArmSpec(name=raw, concurrency=n, mode=name if managed else None))
+        mode: Mode | None = None
+        if managed:
+            mode = next((m for m in MODES if m == name), None)
+            if mode is None:
+                raise ConfigError("--arms", f"'{raw}': mode must be one of {', '.join(MODES)}")
+        arms.append(ArmSpec(name=raw, concurrency=n, mode=mode))
     if len({a.name for a in arms}) != len(arms):
         raise ConfigError("--arms", "each arm may appear once")
     return arms

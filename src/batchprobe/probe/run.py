@@ -17,7 +17,7 @@ from typing import Protocol
 from batchprobe import __version__
 from batchprobe.client import OpenAIClient, Timeouts
 from batchprobe.client import run as run_async
-from batchprobe.errors import BatchprobeError, EngineDied, EngineUnreachable
+from batchprobe.errors import BatchprobeError, ConfigError, EngineDied, EngineUnreachable
 from batchprobe.probe.arm import ArmContext, run_workloads, warm_up
 from batchprobe.probe.calibrate import calibrate_chars_per_token
 from batchprobe.probe.compare import compare
@@ -113,11 +113,12 @@ class _Run:
 
     async def _prepare(self, ep: Endpoint) -> ArmContext:
         async with OpenAIClient(ep.base_url, timeouts=self._timeouts()) as probe:
-            models = await probe.list_models()
+            # Raises EngineUnreachable when nothing answers; None when there is no /props.
             props = await probe.get_json("/props")
+            models = [] if ep.model else await probe.list_models()
         model = ep.model or (models[0] if models else None)
         if model is None:
-            raise EngineUnreachable(f"{ep.base_url} lists no model; pass --model")
+            raise ConfigError("--model", f"{ep.base_url}/v1/models lists no model; pass --model")
         env = self.report.environment
         env.served_model = model
         if isinstance(props, dict) and "default_generation_settings" in props:
@@ -269,8 +270,9 @@ def _warn_once(report: Report, message: str) -> None:
 
 
 async def _answers(client: OpenAIClient) -> bool:
+    """Whether the server still answers HTTP at all (any status will do)."""
     try:
-        await client.list_models()
+        await client.get_json("/v1/models")
     except EngineUnreachable:
         return False
     return True
@@ -286,7 +288,8 @@ def run_probe(
     run = _Run(config, output, provider, listener or _Quiet())
     run.save()
     # Anything not caught below propagates with its traceback; the file still says "error".
-    status, error = Status.ERROR, "unexpected internal error (see the traceback)"
+    status = Status.ERROR
+    error: str | None = "unexpected internal error (see the traceback)"
     with sigterm_as_interrupt():
         try:
             for spec in config.arms:

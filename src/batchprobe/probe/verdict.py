@@ -95,7 +95,8 @@ def decide(
         reasons.append(f"run stopped early (status {status.value}): correctness not fully judged")
     else:
         correct = True
-        reasons.append("correct: no errors, no cross-talk, recall kept against the baseline")
+        kept = ", recall kept against the baseline" if base_recall is not None else ""
+        reasons.append(f"correct: no errors, no cross-talk{kept}")
     parallel, why = _parallel(done, comparisons, t)
     reasons.append(why)
     if correct is False or parallel is False:

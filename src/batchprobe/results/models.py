@@ -11,9 +11,10 @@ from batchprobe.client.types import ErrorKind, RequestError
 from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.thresholds import Thresholds
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION: Literal["1.0"] = "1.0"
 
 Workload = Literal["recall", "decode"]
+_ALL_WORKLOADS: tuple[Workload, ...] = ("recall", "decode")
 PromptStyle = Literal["completion", "chat"]
 
 
@@ -184,7 +185,7 @@ class RunConfig(_Model):
     max_tokens: int = Field(default=128, ge=8, le=4096, description="decode workload output length")
     recall_max_tokens: int = Field(default=16, ge=1, le=512)
     prompt_style: PromptStyle = "completion"
-    workloads: list[Workload] = Field(default_factory=lambda: ["recall", "decode"])
+    workloads: list[Workload] = Field(default_factory=lambda: list(_ALL_WORKLOADS))
     seed: int = 0
     arms: list[ArmSpec] = Field(default_factory=list)
     thresholds: Thresholds = Field(default_factory=Thresholds)
