@@ -24,6 +24,7 @@ from batchprobe.results.thresholds import Thresholds
 EXIT_PASS, EXIT_FAIL, EXIT_OTHER = 0, 1, 2
 _WORKLOADS = ("recall", "decode")
 _STYLE_FOR_API = {"completions": "completion", "chat": "chat"}
+_LOG_LINES = 15
 
 
 def exit_code(report: Report) -> int:
@@ -117,6 +118,8 @@ def run(
     try:
         if base_url is not None and (engine or serve_cmd or patches):
             raise ConfigError("--base-url", "probes a running server: drop --engine/--patch")
+        if base_url is not None and not base_url.startswith(("http://", "https://")):
+            raise ConfigError("--base-url", f"{base_url!r} is not an http:// or https:// URL")
         for name in patches:
             get_patch(name)
         provider: EndpointProvider
@@ -171,6 +174,9 @@ def run(
         report = run_probe(config, output, provider, listener)
     if report.error:
         err.print(f"[red]error:[/] {escape(report.error)}")
+    if report.log_tail:
+        tail = "\n".join(report.log_tail.splitlines()[-_LOG_LINES:])
+        err.print(f"[dim]last lines of the engine log:\n{escape(tail)}[/]")
     out = Console()
     if not out.is_terminal:
         out = Console(width=160)  # a log file or pipe: do not squeeze the table to 80 columns

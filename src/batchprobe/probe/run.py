@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
+from pydantic import JsonValue
+
 from batchprobe import __version__
 from batchprobe.client import OpenAIClient, Timeouts
 from batchprobe.client import run as run_async
@@ -133,7 +135,7 @@ class _Run:
     async def _build_context(self, ep: Endpoint, model: str) -> ArmContext:
         cfg = self.config
         run_id = self.report.run_id
-        extra: dict[str, object] = {}
+        extra: dict[str, JsonValue] = {}
         if self.report.environment.server_kind == LLAMA_CPP:
             extra["cache_prompt"] = False
         cpt = None
@@ -167,7 +169,7 @@ class _Run:
             seed=cfg.seed,
             thresholds=cfg.thresholds,
             items=items,
-            extra_body=extra,  # type: ignore[arg-type]
+            extra_body=extra,
             on_session=self._on_session,
         )
 
