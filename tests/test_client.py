@@ -5,9 +5,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
@@ -18,28 +15,10 @@ from hypothesis import strategies as st
 from multidict import CIMultiDict
 
 import batchprobe.client as client_pkg
+from aioserver import Handler, serve
 from batchprobe.client import CompletionRequest, OpenAIClient, RequestRecord, Timeouts, run
 from batchprobe.client._stream import ReplyParser
 from batchprobe.errors import ConfigError
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@asynccontextmanager
-async def serve(handler: Handler) -> AsyncIterator[str]:
-    """An aiohttp server on a free 127.0.0.1 port answering every path with ``handler``."""
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    try:
-        await web.SockSite(runner, sock).start()
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        await runner.cleanup()
-        sock.close()
 
 
 async def sse(request: web.Request, packets: list[bytes], gap: float = 0.0) -> web.StreamResponse:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from aiohttp import web
 
+from aioserver import Handler, serve
 from batchprobe.client import (
     CompletionRequest,
     ErrorKind,
@@ -21,25 +22,9 @@ from batchprobe.client import (
 )
 from batchprobe.errors import EngineError, EngineUnreachable
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 FAST = Timeouts(connect=0.5, read=0.3, total=5.0)
 
 
-@asynccontextmanager
-async def serve(handler: Handler) -> AsyncIterator[str]:
-    """An aiohttp server on a free 127.0.0.1 port answering every path with ``handler``."""
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler)
-    runner = web.AppRunner(app, shutdown_timeout=0.1)
-    await runner.setup()
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    try:
-        await web.SockSite(runner, sock).start()
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        await runner.cleanup()
-        sock.close()
 
 
 def event(text: str | None = None, finish: str | None = None) -> bytes:
