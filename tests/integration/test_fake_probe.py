@@ -165,3 +165,10 @@ def test_timing_ground_truth_at_eight_streams(tmp_path: Path) -> None:
     assert m is not None and m.ttft_s is not None and m.itl_s is not None
     assert m.ttft_s.p50 == pytest.approx(ttft, rel=0.10)
     assert m.itl_s.p50 == pytest.approx(itl, rel=0.10)
+
+
+def test_logprobs_are_recorded_and_compared(tmp_path: Path) -> None:
+    report = probe(tmp_path, fast(), logprobs=True)
+    decode = [s for s in report.arms[1].sessions if s.workload == "decode"]
+    assert decode and all(s.logprobs and len(s.logprobs) == len(s.pieces) for s in decode)
+    assert report.comparisons[0].max_logprob_delta == 0.0

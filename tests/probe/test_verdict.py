@@ -1,3 +1,5 @@
+import pytest
+
 from batchprobe.client.types import ErrorKind, RequestError
 from batchprobe.probe.compare import compare, first_divergence
 from batchprobe.probe.metrics import arm_metrics
@@ -111,3 +113,12 @@ def test_first_divergence_on_length():
     b = _s("b", "decode", 0, text="abc")
     d = first_divergence(a, b)
     assert d.index == 2 and d.baseline is None and d.arm == "c"
+
+
+def test_logprob_delta_only_where_both_arms_agree():
+    from batchprobe.probe.compare import logprob_delta
+
+    a = _s("a", "decode", 0, text="abc").model_copy(update={"logprobs": [-0.1, -0.2, -0.3]})
+    b = _s("b", "decode", 0, text="abd").model_copy(update={"logprobs": [-0.1, -0.5, -9.0]})
+    assert logprob_delta(a, b, agree=2) == pytest.approx(0.3)
+    assert logprob_delta(a, _s("c", "decode", 0), agree=2) is None

@@ -73,6 +73,8 @@ def _config_error(exc: ValidationError) -> ConfigError:
 @click.option("--max-recall-drop", type=click.FloatRange(0, 1),
               default=Thresholds().max_recall_drop, show_default=True)
 @click.option("--strict-greedy", is_flag=True, help="Fail when greedy outputs differ across arms.")
+@click.option("--logprobs", is_flag=True,
+              help="Record chosen-token logprobs and report their largest drift across arms.")
 @click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=300.0,
               show_default=True, help="Seconds one request may take in all.")
 @click.option("--ready-timeout", type=click.FloatRange(min=0, min_open=True),
@@ -101,6 +103,7 @@ def run(
     recall_floor: float,
     max_recall_drop: float,
     strict_greedy: bool,
+    logprobs: bool,
     request_timeout: float,
     ready_timeout: float,
     cache_dir: Path | None,
@@ -160,6 +163,7 @@ def run(
                 strict_greedy=strict_greedy,
             ),
             patches=list(patches),
+            logprobs=logprobs,
             request_timeout_s=request_timeout,
         )
     except ValidationError as exc:

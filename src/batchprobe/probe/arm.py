@@ -57,6 +57,7 @@ def to_session(
         answer_excerpt=rec.text[:_EXCERPT],
         text=rec.text,
         pieces=rec.pieces,
+        logprobs=rec.logprobs,
         finish_reason=rec.finish_reason,
         prompt_tokens=rec.prompt_tokens,
         completion_tokens=rec.completion_tokens,

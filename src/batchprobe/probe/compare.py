@@ -25,6 +25,14 @@ def first_divergence(base: SessionResult, other: SessionResult) -> Divergence | 
     )
 
 
+def logprob_delta(base: SessionResult, other: SessionResult, agree: int) -> float | None:
+    """Largest |difference| over the first ``agree`` tokens, where both arms chose alike."""
+    if base.logprobs is None or other.logprobs is None:
+        return None
+    pairs = list(zip(base.logprobs, other.logprobs))[:agree]
+    return max((abs(a - b) for a, b in pairs), default=None)
+
+
 def compare(arm: ArmResult, baseline: ArmResult) -> ArmComparison:
     base_m, arm_m = baseline.metrics, arm.metrics
     comparison = ArmComparison(arm=arm.spec.name, baseline=baseline.spec.name)
@@ -47,6 +55,10 @@ def compare(arm: ArmResult, baseline: ArmResult) -> ArmComparison:
             comparison.greedy_matches += 1
         else:
             comparison.divergences.append(divergence)
+        agree = len(s.pieces) if divergence is None else divergence.index
+        delta = logprob_delta(base, s, agree)
+        if delta is not None:
+            comparison.max_logprob_delta = max(comparison.max_logprob_delta or 0.0, delta)
     if comparison.greedy_compared:
         comparison.greedy_match_rate = comparison.greedy_matches / comparison.greedy_compared
     return comparison

@@ -170,6 +170,7 @@ class _Run:
             thresholds=cfg.thresholds,
             items=items,
             extra_body=extra,
+            logprobs=0 if cfg.logprobs else None,
             on_session=self._on_session,
         )
 

@@ -68,6 +68,9 @@ class SessionResult(_Model):
     answer_excerpt: str = ""
     text: str = Field(default="", description="The whole generated text (for greedy comparison).")
     pieces: list[str] = Field(default_factory=list, description="Generated text, chunk by chunk.")
+    logprobs: list[float] | None = Field(
+        default=None, description="Chosen-token logprobs (with --logprobs, where supported)."
+    )
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -165,6 +168,10 @@ class ArmComparison(_Model):
     greedy_matches: int = 0
     greedy_match_rate: float | None = None
     divergences: list[Divergence] = Field(default_factory=list)
+    max_logprob_delta: float | None = Field(
+        default=None,
+        description="Largest |logprob difference| over the tokens both arms generated alike.",
+    )
 
 
 class Verdict(_Model):
@@ -190,6 +197,7 @@ class RunConfig(_Model):
     arms: list[ArmSpec] = Field(default_factory=list)
     thresholds: Thresholds = Field(default_factory=Thresholds)
     patches: list[str] = Field(default_factory=list)
+    logprobs: bool = Field(default=False, description="Ask for chosen-token logprobs.")
     request_timeout_s: float = Field(default=300.0, gt=0)
 
 
