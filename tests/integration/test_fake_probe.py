@@ -91,6 +91,10 @@ def test_errors_only_under_concurrency_fail_correctness(
     assert conc.errors_by_kind.get(kind, 0) > 0
     assert report.verdict.correct is False and report.verdict.outcome is Outcome.FAIL
     assert any(kind.value in r for r in report.verdict.reasons)
+    # A URL has no log to read, but a known engine's error body is still recognised.
+    busy = [d for d in report.diagnoses if d.issue_id == "vllm-mlx-simple-busy-503"]
+    assert bool(busy) == (fault == "busy_503")
+    assert all(not d.is_bug for d in busy)
 
 
 def test_token_corruption_under_batching(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from batchprobe.engines import default_registry, diagnose
 from batchprobe.errors import BatchprobeError
 from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.models import ArmSpec
@@ -53,13 +54,23 @@ class UrlProvider:
 
     @contextmanager
     def _provide(self) -> Iterator[Endpoint]:
-        yield Endpoint(base_url=self.base_url, model=self.model)
+        yield Endpoint(base_url=self.base_url, model=self.model, diagnose=known_from_bodies)
 
     def __call__(self, spec: ArmSpec) -> AbstractContextManager[Endpoint]:
         return self._provide()
 
     def explain(self, exc: BatchprobeError) -> list[Diagnosis]:
         return []
+
+
+def known_from_bodies(error_bodies: list[str]) -> list[Diagnosis]:
+    """Known issues of any engine recognisable from error bodies alone (no log to read)."""
+    return [
+        d
+        for engine in default_registry()
+        for d in diagnose(engine.name, None, "", error_bodies)
+        if d.known
+    ]
 
 
 def url_provider(base_url: str, model: str | None = None) -> UrlProvider:
