@@ -78,9 +78,9 @@ def test_0_6_0_simple_engine_refuses_overlap_by_design(
 
     with (
         launch("vllm-mlx==0.6.0", tiny_gemma4_dir, "simple", 1, log_path=tmp_path / "l.log") as eng,
-        ThreadPoolExecutor(3) as pool,
+        ThreadPoolExecutor(4) as pool,
     ):
-        list(pool.map(lambda i: one(eng, i), range(3)))
+        list(pool.map(lambda i: one(eng, i), range(4)))
     assert bodies and all(b.startswith("HTTP 503") for b in bodies)
     found = diagnose("vllm-mlx", "0.6.0", "", bodies)
     assert [d.issue_id for d in found] == ["vllm-mlx-simple-busy-503"] and not found[0].is_bug
