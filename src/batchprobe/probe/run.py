@@ -21,9 +21,9 @@ from batchprobe.client import OpenAIClient, Timeouts
 from batchprobe.client import run as run_async
 from batchprobe.errors import BatchprobeError, ConfigError, EngineDied, EngineUnreachable
 from batchprobe.probe.arm import ArmContext, run_workloads, warm_up
-from batchprobe.probe.calibrate import calibrate_chars_per_token
 from batchprobe.probe.compare import compare
 from batchprobe.probe.endpoint import Endpoint, EndpointProvider
+from batchprobe.probe.items import build_items
 from batchprobe.probe.metrics import arm_metrics
 from batchprobe.probe.status import status_for
 from batchprobe.probe.verdict import decide
@@ -38,8 +38,6 @@ from batchprobe.results.models import (
     Status,
 )
 from batchprobe.results.writer import write_report
-from batchprobe.workload.decode import build_decode_items
-from batchprobe.workload.recall import build_recall_items
 
 LLAMA_CPP = "llama.cpp"
 
@@ -134,37 +132,15 @@ class _Run:
 
     async def _build_context(self, ep: Endpoint, model: str) -> ArmContext:
         cfg = self.config
-        run_id = self.report.run_id
         extra: dict[str, JsonValue] = {}
         if self.report.environment.server_kind == LLAMA_CPP:
             extra["cache_prompt"] = False
-        cpt = None
-        if "recall" in cfg.workloads:
-            async with OpenAIClient(ep.base_url, model=model, timeouts=self._timeouts()) as client:
-                cpt, note = await calibrate_chars_per_token(client, run_id, cfg.prompt_style)
-            if note:
-                self.report.warnings.append(note)
-        items = []
-        if "recall" in cfg.workloads:
-            items += build_recall_items(
-                run_id=run_id,
-                sessions=cfg.sessions,
-                haystack_tokens=cfg.haystack_tokens,
-                prompt_style=cfg.prompt_style,
-                max_tokens=cfg.recall_max_tokens,
-                seed=cfg.seed,
-                **({"chars_per_token": cpt} if cpt else {}),
-            )
-        if "decode" in cfg.workloads:
-            items += build_decode_items(
-                run_id=run_id,
-                sessions=cfg.sessions,
-                max_tokens=cfg.max_tokens,
-                prompt_style=cfg.prompt_style,
-                seed=cfg.seed,
-            )
+        async with OpenAIClient(ep.base_url, model=model, timeouts=self._timeouts()) as client:
+            items, note = await build_items(cfg, self.report.run_id, client)
+        if note:
+            self.report.warnings.append(note)
         return ArmContext(
-            run_id=run_id,
+            run_id=self.report.run_id,
             prompt_style=cfg.prompt_style,
             seed=cfg.seed,
             thresholds=cfg.thresholds,
