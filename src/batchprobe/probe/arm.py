@@ -7,6 +7,7 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from pydantic import JsonValue
 
@@ -33,8 +34,9 @@ class ArmContext:
     logprobs: int | None = None
     on_session: Callable[[ArmResult, SessionResult], None] = lambda arm, s: None
 
-    @property
+    @cached_property
     def codes(self) -> dict[int, str]:
+        """Every session's needle code (scored against every recall answer)."""
         return {i.session: i.expected_code for i in self.items if i.expected_code is not None}
 
 

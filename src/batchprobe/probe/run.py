@@ -111,32 +111,32 @@ class _Run:
     def save(self) -> None:
         write_report(self.report, self.output)
 
-    async def _prepare(self, ep: Endpoint) -> ArmContext:
-        async with OpenAIClient(ep.base_url, timeouts=self._timeouts()) as probe:
-            # Raises EngineUnreachable when nothing answers; None when there is no /props.
-            props = await probe.get_json("/props")
-            models = [] if ep.model else await probe.list_models()
+    async def _prepare(self, ep: Endpoint, client: OpenAIClient) -> ArmContext:
+        """Detect the server, pick the model (set on ``client``), build the items once."""
+        # Raises EngineUnreachable when nothing answers; None when there is no /props.
+        props = await client.get_json("/props")
+        models = [] if ep.model else await client.list_models()
         model = ep.model or (models[0] if models else None)
         if model is None:
             raise ConfigError("--model", f"{ep.base_url}/v1/models lists no model; pass --model")
+        client.model = model
         env = self.report.environment
         env.served_model = model
         if isinstance(props, dict) and "default_generation_settings" in props:
             env.server_kind = LLAMA_CPP
         if self.ctx is None:
-            self.ctx = await self._build_context(ep, model)
+            self.ctx = await self._build_context(client)
         return self.ctx
 
     def _timeouts(self) -> Timeouts:
         return Timeouts(total=self.config.request_timeout_s)
 
-    async def _build_context(self, ep: Endpoint, model: str) -> ArmContext:
+    async def _build_context(self, client: OpenAIClient) -> ArmContext:
         cfg = self.config
         extra: dict[str, JsonValue] = {}
         if self.report.environment.server_kind == LLAMA_CPP:
             extra["cache_prompt"] = False
-        async with OpenAIClient(ep.base_url, model=model, timeouts=self._timeouts()) as client:
-            items, note = await build_items(cfg, self.report.run_id, client)
+        items, note = await build_items(cfg, self.report.run_id, client)
         if note:
             self.report.warnings.append(note)
         return ArmContext(
@@ -154,9 +154,8 @@ class _Run:
         self.listener.session_done(arm, session)
 
     async def _arm(self, ep: Endpoint, arm: ArmResult) -> None:
-        ctx = await self._prepare(ep)
-        model = self.report.environment.served_model
-        async with OpenAIClient(ep.base_url, model=model, timeouts=self._timeouts()) as client:
+        async with OpenAIClient(ep.base_url, timeouts=self._timeouts()) as client:
+            ctx = await self._prepare(ep, client)
             warm = await warm_up(client, arm.spec.name, ctx)
             if warm.error is not None:
                 arm.warnings.append(f"warm-up failed: {warm.error.kind.value}: {warm.error.message}")
