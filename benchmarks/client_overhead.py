@@ -23,23 +23,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import select
-import signal
 import statistics
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 
 import aiohttp
-from typing_extensions import Self
 
 from batchprobe.client import CompletionRequest, OpenAIClient, run
 from batchprobe.client._json import dumps
 from batchprobe.client._payload import request_body, request_headers
+from batchprobe.fake import FakeServerProcess
 
 LEVELS = (1, 8, 64, 256)
 TTFT_STREAMS = 64
@@ -52,65 +47,6 @@ TTFT_MAX_TOKENS = 64
 # One request's duration: staggering the streams over it gives a steady arrival rate.
 TTFT_SPREAD_S = (TTFT_MS + (TTFT_MAX_TOKENS - 1) * TTFT_ITL_MS) / 1e3
 PROMPT = "Count slowly and keep going:"
-
-
-def server_argv(ttft_ms: float, itl_ms: float) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "batchprobe",
-        "fake-server",
-        "--port",
-        "0",
-        "--ttft-ms",
-        f"{ttft_ms:g}",
-        "--itl-ms",
-        f"{itl_ms:g}",
-    ]
-
-
-class FakeServer:
-    """The fake server in its own process group; stopped with SIGTERM, then SIGKILL."""
-
-    def __init__(self, ttft_ms: float, itl_ms: float) -> None:
-        self.argv = server_argv(ttft_ms, itl_ms)
-        self.url = ""
-        self._proc: subprocess.Popen[str] | None = None
-
-    def __enter__(self) -> Self:
-        proc = subprocess.Popen(
-            self.argv, stdout=subprocess.PIPE, text=True, start_new_session=True
-        )
-        self._proc = proc
-        if proc.stdout is None:
-            raise RuntimeError("stdout=PIPE gave no pipe")
-        ready, _, _ = select.select([proc.stdout], [], [], 30.0)
-        line = proc.stdout.readline() if ready else ""
-        if not line.startswith("listening on "):
-            self._stop()
-            raise SystemExit(f"fake server did not start ({' '.join(self.argv)}): {line!r}")
-        self.url = line.split()[-1]
-        # Keep reading its stdout so a chatty server never blocks on a full pipe.
-        threading.Thread(target=proc.stdout.read, daemon=True).start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._stop()
-
-    def _stop(self) -> None:
-        if self._proc is None or self._proc.poll() is not None:
-            return
-        os.killpg(self._proc.pid, signal.SIGTERM)
-        try:
-            self._proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(self._proc.pid, signal.SIGKILL)
-            self._proc.wait()
 
 
 @dataclass
@@ -258,19 +194,19 @@ def ttft_lines(client: Tally, bare: Tally) -> None:
 
 
 async def benchmark(args: argparse.Namespace) -> None:
-    with FakeServer(ttft_ms=0, itl_ms=0) as server:
-        print(f"fake server: {' '.join(server.argv)} -> {server.url}")
+    with FakeServerProcess("--ttft-ms", "0", "--itl-ms", "0") as server:
+        print(f"fake server: {' '.join(server.argv)} -> {server.base_url}")
         clients, bares = [], []
         for streams in LEVELS:
-            clients.append(await client_run(server.url, streams, args.seconds, args.max_tokens))
-            bares.append(await bare_run(server.url, streams, args.seconds, args.max_tokens))
+            clients.append(await client_run(server.base_url, streams, args.seconds, args.max_tokens))
+            bares.append(await bare_run(server.base_url, streams, args.seconds, args.max_tokens))
         throughput_table(clients, bares)
-    with FakeServer(ttft_ms=TTFT_MS, itl_ms=TTFT_ITL_MS) as server:
-        print(f"fake server: {' '.join(server.argv)} -> {server.url}")
+    with FakeServerProcess("--ttft-ms", f"{TTFT_MS:g}", "--itl-ms", f"{TTFT_ITL_MS:g}") as server:
+        print(f"fake server: {' '.join(server.argv)} -> {server.base_url}")
         seconds = max(args.seconds, 3.0)
         shape = (TTFT_STREAMS, seconds, TTFT_MAX_TOKENS, TTFT_SPREAD_S)
-        client = await client_run(server.url, *shape)
-        bare = await bare_run(server.url, *shape)
+        client = await client_run(server.base_url, *shape)
+        bare = await bare_run(server.base_url, *shape)
         ttft_lines(client, bare)
 
 

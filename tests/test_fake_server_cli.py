@@ -18,6 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from batchprobe.cli import main
+from batchprobe.errors import EngineFailedToStart
+from batchprobe.fake import FakeServerProcess
 
 LINE = re.compile(r"^listening on http://127\.0\.0\.1:(\d+)$")
 
@@ -153,3 +155,18 @@ def test_stops_quickly(launch: list[subprocess.Popen[str]]) -> None:
     os.killpg(proc.pid, signal.SIGINT)
     assert proc.wait(timeout=10) == 0
     assert time.monotonic() - started < 5
+
+
+def test_fake_server_process_reports_a_failed_start_and_leaves_nothing() -> None:
+    server = FakeServerProcess("--fault", "nope")
+    with pytest.raises(EngineFailedToStart, match="did not start"), server:
+        pass
+    assert server._proc is not None and server._proc.poll() is not None
+
+
+def test_fake_server_process_serves_then_stops_its_group() -> None:
+    with FakeServerProcess("--ttft-ms", "0") as server:
+        assert re.match(r"^http://127\.0\.0\.1:\d+$", server.base_url)
+        pid = server.pid
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,6 +21,7 @@ from click.testing import CliRunner
 
 from batchprobe.bridge.workflow import write_workflow
 from batchprobe.cli import main
+from batchprobe.fake import FakeServerProcess
 
 from .gitutil import run_git
 
@@ -32,25 +32,9 @@ RUNNER_PROVIDED = {"Check out the request branch", "Install batchprobe", "Upload
 
 @pytest.fixture
 def fake_server() -> Iterator[str]:
-    argv = [sys.executable, "-m", "batchprobe", "fake-server", "--host", "127.0.0.1", "--port", "0"]
-    server = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        assert server.stdout is not None
-        first = server.stdout.readline().strip()
-        assert first.startswith("listening on http://127.0.0.1:"), first
-        yield first.removeprefix("listening on ")
-    finally:
-        for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(server.pid, sig)
-                server.wait(timeout=wait_s)
-                break
-            except ProcessLookupError:
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        if server.stdout is not None:
-            server.stdout.close()
+    with FakeServerProcess() as server:
+        assert server.base_url.startswith("http://127.0.0.1:"), server.base_url
+        yield server.base_url
 
 
 def _bridge(*args: str) -> tuple[int, str]:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import re
 import signal
 import socket
 import subprocess
@@ -15,7 +13,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from batchprobe.cli import main
-from batchprobe.fake import FakeServerConfig, FakeServerThread
+from batchprobe.fake import FakeServerConfig, FakeServerProcess, FakeServerThread
 
 
 def _free_port() -> int:
@@ -72,27 +70,13 @@ def test_schema_command_prints_json_schema() -> None:
     assert json.loads(result.output)["properties"]["schema_version"]
 
 
-def _start_fake(*args: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "batchprobe", "fake-server", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    match = re.match(r"listening on (http://\S+)", line)
-    assert match, line
-    return proc, match.group(1)
-
-
 def test_sigint_during_an_arm_leaves_an_interrupted_verdict(tmp_path: Path) -> None:
     out = tmp_path / "v.json"
-    fake, url = _start_fake("--ttft-ms", "10", "--itl-ms", "40", "--batching", "serial")
-    try:
+    with FakeServerProcess("--ttft-ms", "10", "--itl-ms", "40", "--batching", "serial") as fake:
         probe = subprocess.Popen(
-            [sys.executable, "-m", "batchprobe", "run", "--base-url", url, "--sessions", "4",
-             "--haystack-tokens", "100", "--max-tokens", "64", "--output", str(out)],
+            [sys.executable, "-m", "batchprobe", "run", "--base-url", fake.base_url,
+             "--sessions", "4", "--haystack-tokens", "100", "--max-tokens", "64",
+             "--output", str(out)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -108,11 +92,6 @@ def test_sigint_during_an_arm_leaves_an_interrupted_verdict(tmp_path: Path) -> N
         time.sleep(1.0)  # well inside the second (concurrent, serial-engine) arm
         probe.send_signal(signal.SIGINT)
         _, stderr = probe.communicate(timeout=30)
-    finally:
-        os.killpg(fake.pid, signal.SIGTERM)
-        fake.wait(timeout=10)
-        if fake.stdout is not None:
-            fake.stdout.close()
     assert probe.returncode == 2, stderr
     data = json.loads(out.read_text())
     assert data["status"] == "interrupted"

@@ -17,6 +17,7 @@ from batchprobe.fake._config import (
     Fault,
     FaultWhen,
 )
+from batchprobe.fake._process import FakeServerProcess
 from batchprobe.fake._run import FakeServerThread, serve
 from batchprobe.fake._state import StopReason
 
@@ -26,6 +27,7 @@ __all__ = [
     "FAULT_WHEN_MODES",
     "Batching",
     "FakeServerConfig",
+    "FakeServerProcess",
     "FakeServerThread",
     "Fault",
     "FaultWhen",
