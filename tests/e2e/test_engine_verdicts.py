@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from batchprobe.engines import Installation
+from proctools import procs_with
 
-from ._run import batchprobe_run, engine_processes, sessions
+from ._run import batchprobe_run, sessions
 
 pytestmark = pytest.mark.engine
 
@@ -36,7 +37,7 @@ def test_seed_case_vllm_mlx_030_gemma4_fails_with_diagnosis(
     assert shared_kv["fixed_in"] == "0.4.0" and shared_kv["patch"] == "gemma4-attention"
     assert any("shared_kv" in line for line in shared_kv["evidence"])
     assert "vllm-mlx-gemma4-shared-kv" in out and "0.4.0" in out
-    assert not engine_processes(str(tiny_gemma4_dir))
+    assert not procs_with(str(tiny_gemma4_dir))
 
 
 def test_vllm_mlx_060_same_model_is_clean_and_greedy_equal(
@@ -68,7 +69,7 @@ def test_mlx_lm_tiny_gemma3_complete_verdict(
     assert all(c["greedy_compared"] == 8 for c in verdict["comparisons"])
     assert verdict["environment"]["engine_version"].startswith("mlx-lm ")
     assert code in (0, 1, 2)
-    assert not engine_processes(str(tiny_gemma3_dir))
+    assert not procs_with(str(tiny_gemma3_dir))
 
 
 def test_transformers_serve_both_modes_complete_verdict(
@@ -116,7 +117,7 @@ def test_bad_model_path_is_engine_failed_to_start(
     assert verdict["log_tail"]
     assert verdict["verdict"]["outcome"] == "INCONCLUSIVE"
     assert "Traceback" not in out.split("error:")[0]
-    assert not engine_processes(str(missing))
+    assert not procs_with(str(missing))
 
 
 def test_engine_not_installed_names_the_install_command(tmp_path: Path) -> None:
@@ -128,5 +129,5 @@ def test_engine_not_installed_names_the_install_command(tmp_path: Path) -> None:
     assert code == 2, out
     assert verdict["status"] == "engine_not_installed"
     assert "batchprobe engines install vllm-mlx==0.5.0" in verdict["error"]
-    assert not engine_processes(str(cache))
+    assert not procs_with(str(cache))
     assert "Traceback" not in out

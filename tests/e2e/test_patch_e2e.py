@@ -11,8 +11,9 @@ from click.testing import CliRunner
 
 from batchprobe.cli import main
 from batchprobe.engines import Installation
+from proctools import procs_with
 
-from ._run import batchprobe_run, engine_processes
+from ._run import batchprobe_run
 
 pytestmark = pytest.mark.engine
 
@@ -51,7 +52,7 @@ def test_gemma4_attention_patch_turns_fail_into_pass(
     assert fixed["verdict"]["correct"] is True
     assert fixed["verdict"]["outcome"] == "PASS", fixed["verdict"]["reasons"]
     assert code == 0
-    assert not engine_processes(str(tiny_gemma4_dir))
+    assert not procs_with(str(tiny_gemma4_dir))
 
 
 def test_unknown_patch_is_a_usage_error_naming_the_known_ones(tmp_path: Path) -> None:

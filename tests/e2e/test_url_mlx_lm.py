@@ -2,62 +2,26 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from batchprobe.engines import Installation
+from batchprobe.engines import Installation, launch
 
 from ._run import batchprobe_run
 
 pytestmark = pytest.mark.engine
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
 def mlx_lm_server(
     mlx_lm_env: Installation, tiny_gemma3_dir: Path, tmp_path: Path
 ) -> Iterator[str]:
-    port = _free_port()
-    log = (tmp_path / "mlx_lm.log").open("wb")
-    proc = subprocess.Popen(
-        [str(mlx_lm_env.python), "-m", "mlx_lm.server", "--model", str(tiny_gemma3_dir),
-         "--host", "127.0.0.1", "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            assert proc.poll() is None, (tmp_path / "mlx_lm.log").read_text()
-            try:
-                with _OPENER.open(url + "/health", timeout=2):
-                    break
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.5)
-        yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        log.close()
+    """mlx_lm.server on 127.0.0.1, started and stopped by batchprobe's engine lifecycle."""
+    log = tmp_path / "mlx_lm.log"
+    with launch("mlx-lm", tiny_gemma3_dir, "batching", 8, log_path=log) as engine:
+        yield engine.base_url
 
 
 def test_base_url_probe_of_real_mlx_lm_server(

@@ -1,9 +1,8 @@
-"""Helpers for engine tests: the stand-in server's argv, loopback HTTP, process checks."""
+"""Helpers for engine tests: the stand-in server's argv and loopback HTTP."""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import urllib.request
 from pathlib import Path
@@ -20,20 +19,6 @@ def mini_cmd(mode: str, tag: str = "") -> list[str]:
     return [sys.executable, str(MINI_SERVER), "--port", "{port}", "--mode", mode, "--tag", tag]
 
 
-def procs_with(tag: str) -> list[int]:
-    """Live processes whose command line contains ``tag``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and entry.name != str(os.getpid()):
-            try:
-                cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
-            except OSError:
-                continue
-            if tag in cmdline and pid_alive(int(entry.name)):
-                found.append(int(entry.name))
-    return found
-
-
 def post_json(url: str, body: dict[str, Any], timeout: float = 120.0) -> dict[str, Any]:
     request = urllib.request.Request(
         url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
@@ -46,12 +31,3 @@ def post_json(url: str, body: dict[str, Any], timeout: float = 120.0) -> dict[st
 def get_text(url: str, timeout: float = 30.0) -> tuple[int, str]:
     with _OPENER.open(url, timeout=timeout) as reply:
         return int(reply.status), reply.read().decode()
-
-
-def pid_alive(pid: int) -> bool:
-    """True if ``pid`` runs (zombies count as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False

@@ -15,8 +15,9 @@ from batchprobe.errors import (
     EngineFailedToStart,
     EngineNotInstalled,
 )
+from proctools import pid_alive, procs_with
 
-from .helpers import get_text, mini_cmd, pid_alive, procs_with
+from .helpers import get_text, mini_cmd
 
 
 def test_ready_engine_answers_and_leaves_nothing_behind(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ import pytest
 
 from batchprobe.engines import Installation, diagnose, group_members, launch
 from batchprobe.errors import EngineFailedToStart
+from proctools import pid_alive
 
-from .helpers import get_text, pid_alive, post_json
+from .helpers import get_text, post_json
 
 pytestmark = pytest.mark.engine
 

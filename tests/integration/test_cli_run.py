@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,18 +12,13 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from batchprobe.cli import main
+from batchprobe.engines import reserve_port
 from batchprobe.fake import FakeServerConfig, FakeServerProcess, FakeServerThread
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_unreachable_url_exits_2_with_one_clear_line(tmp_path: Path) -> None:
     out = tmp_path / "v.json"
-    url = f"http://127.0.0.1:{_free_port()}"
+    url = f"http://127.0.0.1:{reserve_port()}"
     result = CliRunner().invoke(main, ["run", "--base-url", url, "--output", str(out)])
     assert result.exit_code == 2
     error_lines = [line for line in result.output.splitlines() if line.startswith("error:")]

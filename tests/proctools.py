@@ -1,0 +1,29 @@
+"""Process checks for tests: which processes still run (read from /proc)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def pid_alive(pid: int) -> bool:
+    """True if ``pid`` runs (zombies count as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def procs_with(tag: str) -> list[int]:
+    """Live processes whose command line contains ``tag``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and entry.name != str(os.getpid()):
+            try:
+                cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if tag in cmdline and pid_alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
