@@ -63,15 +63,7 @@ class ReplyParser:
     def feed_json(self, body: bytes, now: float) -> None:
         """Parse a whole non-streaming reply that arrived at ``now``."""
         self.streamed = False
-        try:
-            event = loads(body)
-        except JSONDecodeError:
-            raise Fault(
-                ErrorKind.MALFORMED_STREAM,
-                f"reply is not JSON: {excerpt(body, 200)!r}",
-                body_excerpt=excerpt(body),
-            ) from None
-        self._event(event, now, body)
+        self._event(_json_or_fault(body, "reply"), now, body)
         self.done = True
 
     def _data_line(self, payload: bytes, now: float) -> bool:
@@ -93,15 +85,7 @@ class ReplyParser:
     def _end_of_event(self, now: float) -> None:
         payload = b"\n".join(self._pending)
         self._pending.clear()
-        try:
-            event = loads(payload)
-        except JSONDecodeError:
-            raise Fault(
-                ErrorKind.MALFORMED_STREAM,
-                f"stream event is not JSON: {excerpt(payload, 200)!r}",
-                body_excerpt=excerpt(payload),
-            ) from None
-        self._event(event, now, payload)
+        self._event(_json_or_fault(payload, "stream event"), now, payload)
 
     def _event(self, event: Any, now: float, raw: bytes) -> None:
         try:
@@ -227,3 +211,15 @@ class ReplyParser:
 
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _json_or_fault(data: bytes, what: str) -> Any:
+    """Parsed JSON, or the malformed-stream fault naming ``what`` was not JSON."""
+    try:
+        return loads(data)
+    except JSONDecodeError:
+        raise Fault(
+            ErrorKind.MALFORMED_STREAM,
+            f"{what} is not JSON: {excerpt(data, 200)!r}",
+            body_excerpt=excerpt(data),
+        ) from None
