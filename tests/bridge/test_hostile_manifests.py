@@ -23,16 +23,15 @@ from batchprobe.bridge.manifest import (
     parse_manifest,
     validate_manifest,
 )
-from batchprobe.bridge.presets import (
+from batchprobe.bridge.params import (
     MAX_VALUE_CHARS,
-    PRESETS,
     EnumParam,
-    ExecContext,
     IntParam,
     ParamSpec,
     PathParam,
     field_name,
 )
+from batchprobe.bridge.presets import PRESETS, ExecContext
 from batchprobe.errors import ManifestError
 
 HOSTILE_EXAMPLES = 10_500

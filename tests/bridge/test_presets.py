@@ -7,20 +7,22 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from batchprobe.bridge.presets import (
+from batchprobe.bridge.params import (
     MAX_VALUE_CHARS,
-    PRESETS,
-    CommandTemplate,
     EnumParam,
-    ExecContext,
     IntParam,
     PathParam,
-    Preset,
     field_name,
-    get_preset,
-    parse_template,
     shown,
     validate_param,
+)
+from batchprobe.bridge.presets import (
+    PRESETS,
+    CommandTemplate,
+    ExecContext,
+    Preset,
+    get_preset,
+    parse_template,
 )
 from batchprobe.errors import BridgeError, ManifestError
 

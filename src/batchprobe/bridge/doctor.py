@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from batchprobe.bridge.git import check_remote_name, git
 from batchprobe.bridge.gitbus import BRANCH_PREFIX, REQUEST_PATH
-from batchprobe.bridge.presets import PRESETS, PathParam, Preset
+from batchprobe.bridge.params import PathParam
+from batchprobe.bridge.presets import PRESETS, Preset
 from batchprobe.bridge.workflow import WORKFLOW_MARKER, WORKFLOW_PATH, job_timeout_minutes
 from batchprobe.errors import BatchprobeError, BridgeError
 

@@ -15,14 +15,8 @@ from typing import NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from batchprobe.bridge.presets import (
-    PRESETS,
-    ExecContext,
-    PathParam,
-    field_name,
-    get_preset,
-    shown,
-)
+from batchprobe.bridge.params import PathParam, field_name, shown
+from batchprobe.bridge.presets import PRESETS, ExecContext, get_preset
 from batchprobe.errors import ManifestError
 
 __all__ = [
