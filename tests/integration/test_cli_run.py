@@ -70,7 +70,7 @@ def test_sigint_during_an_arm_leaves_an_interrupted_verdict(tmp_path: Path) -> N
         probe = subprocess.Popen(
             [sys.executable, "-m", "batchprobe", "run", "--base-url", fake.base_url,
              "--sessions", "4", "--haystack-tokens", "100", "--max-tokens", "64",
-             "--output", str(out)],
+             "--shapes", "burst", "--output", str(out)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,

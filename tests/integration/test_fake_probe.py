@@ -131,8 +131,11 @@ def test_hang_times_out_and_is_an_error(tmp_path: Path) -> None:
 
 
 def test_server_exit_is_reported(tmp_path: Path) -> None:
-    # warm-up + calibration + serial arm use the first requests; the server dies in arm 2.
-    report = probe(tmp_path, fast(fault="exit_after", exit_after=2 + 2 * SESSIONS + 2))
+    # warm-up, calibration, the chat and streaming probes and the serial arm use the first
+    # requests; the server dies in arm 2.
+    report = probe(
+        tmp_path, fast(fault="exit_after", exit_after=4 + 2 * SESSIONS + 2), shapes=["burst"]
+    )
     assert report.status is Status.ENGINE_DIED
     assert report.verdict.correct is False and report.verdict.outcome is Outcome.FAIL
     assert concurrent_arm(report).server_alive_after is False
@@ -140,19 +143,27 @@ def test_server_exit_is_reported(tmp_path: Path) -> None:
 
 def test_buffered_stream_falls_back_to_end_to_end_timing(tmp_path: Path) -> None:
     report = probe(tmp_path, fast(fault="buffered", itl_ms=10.0))
-    decode = [s for s in report.arms[0].sessions if s.workload == "decode"]
+    decode = [s for s in report.arms[0].sessions if s.workload == "decode" and s.shape == "burst"]
     assert decode and all(s.buffered for s in decode)
     m = report.arms[0].metrics
     assert m is not None and m.buffered_sessions >= len(decode)
+    join = next(s for s in report.shapes if s.shape == "join")
+    assert not join.ran and join.reason and "stream" in join.reason
     assert m.decode_tokens_per_s is not None and m.decode_tokens_per_s < 200
     assert any("buffered" in w for w in report.warnings)
 
 
-def test_prefix_cache_is_switched_off_per_request(tmp_path: Path) -> None:
+def test_prefix_cache_is_off_per_request_except_for_the_repeat_wave(tmp_path: Path) -> None:
     report = probe(tmp_path, fast(prefix_cache=True))
     assert report.environment.server_kind == "llama.cpp"
     for arm in report.arms:
-        assert arm.metrics is not None and not arm.metrics.cached_prompt_tokens
+        cold = [s for s in arm.sessions if s.situation and not s.situation.prefix_cache]
+        assert cold and not any(s.cached_tokens for s in cold), arm.spec.name
+    waves = {w.shape: w for w in report.arms[1].waves}
+    assert waves["repeat"].prefix_cache.startswith("on (cache_prompt true")
+    assert waves["repeat"].cached_prompt_tokens, "the twins were answered from the cache"
+    assert all(w.prefix_cache.startswith("off") for w in report.arms[0].waves)
+    assert any("wave repeat ran with the prefix cache" in r for r in report.verdict.reasons)
     assert not any("cached prompt tokens" in w for w in report.warnings)
 
 

@@ -20,6 +20,7 @@ from batchprobe.probe.plan import engine_arms, parse_arms, url_arms
 from batchprobe.probe.run import run_probe
 from batchprobe.results.models import Outcome, Report, RunConfig
 from batchprobe.results.thresholds import Thresholds
+from batchprobe.workload.shapes import SHAPE_NAMES, default_shapes
 
 EXIT_PASS, EXIT_FAIL, EXIT_OTHER = 0, 1, 2
 _WORKLOADS = ("recall", "decode")
@@ -63,6 +64,9 @@ def _config_error(exc: ValidationError) -> ConfigError:
                    "or the engine's preferred API].")
 @click.option("--workloads", default="recall,decode", show_default=True,
               help="Comma-separated: recall, decode.")
+@click.option("--shapes", "shapes",
+              help=f"Comma-separated traffic shapes: {','.join(SHAPE_NAMES)} "
+                   "[default: every shape the server supports].")
 @click.option("--arms", help="Comma-separated NAME@N arms (default: serial@1,concurrent@N for a URL; "
                              "simple@1,batching@1,batching@N for an engine).")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -97,6 +101,7 @@ def run(
     max_tokens: int,
     prompt_style: str | None,
     workloads: str,
+    shapes: str | None,
     arms: str | None,
     seed: int,
     min_speedup: float,
@@ -153,6 +158,7 @@ def run(
             max_tokens=max_tokens,
             prompt_style=style,  # type: ignore[arg-type]
             workloads=_workloads(workloads),  # type: ignore[arg-type]
+            shapes=default_shapes().parse(shapes) if shapes is not None else None,
             seed=seed,
             arms=parse_arms(arms, managed=managed) if arms else
             (engine_arms if managed else url_arms)(sessions),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from time import perf_counter
 from types import TracebackType
 from typing import Any, Literal
@@ -121,12 +122,19 @@ class OpenAIClient:
 
     async def tokenize(self, text: str) -> int | None:
         """Token count from a llama.cpp-style ``POST /tokenize``; None when unsupported."""
+        ids = await self.token_ids(text)
+        return None if ids is None else len(ids)
+
+    async def token_ids(self, text: str) -> list[int] | None:
+        """Token ids from a llama.cpp-style ``POST /tokenize``; None when unsupported."""
         status, body = await self._request(
             "POST", self._url("/tokenize"), data=dumps({"content": text})
         )
         reply = _json_or_none(status, body)
         tokens = reply.get("tokens") if isinstance(reply, dict) else None
-        return len(tokens) if isinstance(tokens, list) else None
+        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+            return None
+        return tokens
 
     async def _request(self, method: str, url: URL, data: bytes | None = None) -> tuple[int, bytes]:
         headers = request_headers("batchprobe-discovery", self._api_key)
@@ -144,19 +152,30 @@ class OpenAIClient:
 
     # --- completions ---------------------------------------------------------------
 
-    async def complete(self, req: CompletionRequest) -> RequestRecord:
-        """Send one request; a per-request failure is recorded in ``error``, never raised."""
+    async def complete(
+        self, req: CompletionRequest, on_progress: Callable[[int], None] | None = None
+    ) -> RequestRecord:
+        """Send one request; a per-request failure is recorded in ``error``, never raised.
+
+        ``on_progress`` is called after each network read with the chunks streamed so far
+        (traffic shapes send a request when others have streamed k tokens).
+        """
         parser = ReplyParser(req.api, want_logprobs=req.logprobs is not None, streamed=req.stream)
         started = perf_counter()
         error = None
         try:
-            await self._exchange(req, parser)
+            await self._exchange(req, parser, on_progress)
             parser.finish(perf_counter())
         except _REQUEST_FAILURES as exc:
             error = classify(exc, self.timeouts)
         return parser.record(req.request_id, started, perf_counter(), error)
 
-    async def _exchange(self, req: CompletionRequest, parser: ReplyParser) -> None:
+    async def _exchange(
+        self,
+        req: CompletionRequest,
+        parser: ReplyParser,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> None:
         body = dumps(request_body(req, self.model))
         headers = request_headers(req.request_id, self._api_key)
         for attempt in range(_STALE_RETRIES + 1):
@@ -172,17 +191,21 @@ class OpenAIClient:
                     raise
                 continue
             async with resp:
-                await _read_reply(resp, parser)
+                await _read_reply(resp, parser, on_progress)
             return
 
 
-async def _read_reply(resp: aiohttp.ClientResponse, parser: ReplyParser) -> None:
+async def _read_reply(
+    resp: aiohttp.ClientResponse,
+    parser: ReplyParser,
+    on_progress: Callable[[int], None] | None = None,
+) -> None:
     if resp.status >= 300:
         await _raise_http_status(resp)
     first = await resp.content.readany()
     kind = _reply_kind(resp.content_type, first)
     if kind == "sse":
-        await _read_stream(resp.content, parser, first)
+        await _read_stream(resp.content, parser, first, on_progress)
         return
     body = first + await resp.content.read()
     if kind == "json":
@@ -196,13 +219,21 @@ async def _read_reply(resp: aiohttp.ClientResponse, parser: ReplyParser) -> None
     )
 
 
-async def _read_stream(content: aiohttp.StreamReader, parser: ReplyParser, first: bytes) -> None:
+async def _read_stream(
+    content: aiohttp.StreamReader,
+    parser: ReplyParser,
+    first: bytes,
+    on_progress: Callable[[int], None] | None = None,
+) -> None:
     # The hot loop: one timestamp per network read, shared by every event in it.
     feed = parser.feed
+    pieces = parser.pieces
     data = first
     while data:
         if feed(data, perf_counter()):
             return
+        if on_progress is not None:
+            on_progress(len(pieces))
         data = await content.readany()
 
 

@@ -112,13 +112,15 @@ def launch(
     registry: EngineRegistry | None = None,
     serve_cmd: Sequence[str] | None = None,
     stop_grace: float = TERM_GRACE_S,
+    prefix_cache: bool = False,
 ) -> Iterator[RunningEngine]:
     """Start the engine for one configuration, wait until it is ready, stop it on exit.
 
     Raises EngineNotInstalled (with the install command), EngineExitedEarly or
     EngineFailedToStart (with the log tail and the argv to reproduce). The whole
     process group is stopped when the block ends, however it ends: SIGTERM, then
-    SIGKILL after ``stop_grace`` seconds. ``extra_env`` and ``pythonpath_prepend``
+    SIGKILL after ``stop_grace`` seconds. ``prefix_cache`` keeps the engine's default prefix
+    cache (engines that disable it to keep arms cold). ``extra_env`` and ``pythonpath_prepend``
     reach the engine process (e.g. a sitecustomize shim that applies patches).
     """
     engine, version = _pick_engine(ref, registry, serve_cmd)
@@ -131,7 +133,11 @@ def launch(
         EngineRef(name=engine.name, version=version or None), cache_dir=cache_dir, registry=registry
     )
     spec = LaunchSpec(
-        model=str(model), mode=checked_mode, concurrency=concurrency, port=reserve_port(LOOPBACK)
+        model=str(model),
+        mode=checked_mode,
+        concurrency=concurrency,
+        port=reserve_port(LOOPBACK),
+        prefix_cache=prefix_cache,
     )
     argv = engine.launch_argv(inst, spec)
     env = _environment(engine, inst, spec, extra_env, pythonpath_prepend)

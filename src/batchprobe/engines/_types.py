@@ -86,3 +86,6 @@ class LaunchSpec(BaseModel):
     concurrency: int = Field(ge=1, le=4096, description="Sessions in flight at once (N).")
     port: int = Field(ge=1, le=65535)
     host: str = LOOPBACK
+    prefix_cache: bool = Field(
+        default=False, description="Keep the engine's default prefix cache (the repeat wave)."
+    )

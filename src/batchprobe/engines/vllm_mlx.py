@@ -73,10 +73,11 @@ class VllmMlx(PipEngine):
             spec.host,
             "--port",
             str(spec.port),
+        ]
+        if not spec.prefix_cache:
             # vllm-mlx saves its prefix cache under ~/.cache/vllm-mlx on shutdown and reloads
             # it at start-up, so a restart alone would not keep the next arm's cache cold.
-            "--disable-prefix-cache",
-        ]
+            argv.append("--disable-prefix-cache")
         if spec.mode == "batching":
             argv += ["--continuous-batching", "--max-num-seqs", str(spec.concurrency)]
         return argv

@@ -1,10 +1,8 @@
-"""Running one arm: warm-up, then each workload at the arm's concurrency."""
+"""One arm's shared context, its warm-up, and turning a request record into a scored session."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -12,11 +10,13 @@ from functools import cached_property
 from pydantic import JsonValue
 
 from batchprobe.client import OpenAIClient
-from batchprobe.client.types import CompletionRequest, RequestRecord
+from batchprobe.client.types import Api, CompletionRequest, RequestRecord
 from batchprobe.results.models import ArmResult, PromptStyle, SessionResult
 from batchprobe.results.thresholds import Thresholds
+from batchprobe.workload.checks import self_check
 from batchprobe.workload.items import WorkItem
 from batchprobe.workload.scoring import score_recall
+from batchprobe.workload.shapes import ShapePlan
 
 _EXCERPT = 200
 
@@ -29,10 +29,22 @@ class ArmContext:
     prompt_style: PromptStyle
     seed: int
     thresholds: Thresholds
-    items: list[WorkItem]
+    plans: list[ShapePlan]
     extra_body: dict[str, JsonValue] = field(default_factory=dict)
+    # The body for the one wave sent with the prefix cache as users run it (repeat).
+    cache_body: dict[str, JsonValue] = field(default_factory=dict)
+    cold_note: str = "off"
+    cache_note: str = "on"
     logprobs: int | None = None
     on_session: Callable[[ArmResult, SessionResult], None] = lambda arm, s: None
+
+    @property
+    def items(self) -> list[WorkItem]:
+        return [i for plan in self.plans for i in plan.items]
+
+    @property
+    def default_api(self) -> Api:
+        return "chat" if self.prompt_style == "chat" else "completions"
 
     @cached_property
     def codes(self) -> dict[int, str]:
@@ -53,6 +65,7 @@ def to_session(
         arm=arm,
         workload=item.workload,
         session=item.session,
+        shape=item.shape,
         request_id=rec.request_id,
         error=rec.error,
         expected_code=item.expected_code,
@@ -77,51 +90,18 @@ def to_session(
         score = score_recall(rec.text, item.session, ctx.codes)
         result.hit = score.hit if rec.error is None else None
         result.cross_talk_from = score.cross_talk_from
+    if rec.error is None:
+        result.check = self_check(item, rec.text, rec.pieces)
     return result
-
-
-def _request(item: WorkItem, arm: str, ctx: ArmContext) -> CompletionRequest:
-    return CompletionRequest(
-        request_id=f"{ctx.run_id}-{arm}-{item.workload}-{item.session}",
-        api="chat" if ctx.prompt_style == "chat" else "completions",
-        prompt=item.prompt,
-        max_tokens=item.max_tokens,
-        temperature=0.0,
-        seed=ctx.seed,
-        logprobs=ctx.logprobs,
-        extra_body=dict(ctx.extra_body),
-    )
 
 
 async def warm_up(client: OpenAIClient, arm: str, ctx: ArmContext) -> RequestRecord:
     """An unmeasured request with its own prompt, so nothing it caches helps a measured one."""
     request = CompletionRequest(
         request_id=f"{ctx.run_id}-{arm}-warmup",
-        api="chat" if ctx.prompt_style == "chat" else "completions",
+        api=ctx.default_api,
         prompt=f"[warm-up {ctx.run_id} {arm}] The weather today is",
         max_tokens=4,
         extra_body=dict(ctx.extra_body),
     )
     return await client.complete(request)
-
-
-async def run_workloads(client: OpenAIClient, arm: ArmResult, ctx: ArmContext) -> float:
-    """Run every item at the arm's concurrency, one workload after the other; return wall time."""
-    t0 = time.perf_counter()
-    limit = asyncio.Semaphore(arm.spec.concurrency)
-
-    async def one(item: WorkItem) -> None:
-        async with limit:
-            record = await client.complete(_request(item, arm.spec.name, ctx))
-        session = to_session(arm.spec.name, item, record, t0, ctx)
-        arm.sessions.append(session)
-        ctx.on_session(arm, session)
-
-    for workload in ("recall", "decode"):
-        batch = [i for i in ctx.items if i.workload == workload]
-        if arm.spec.concurrency == 1:
-            for item in batch:
-                await one(item)
-        elif batch:
-            await asyncio.gather(*(one(i) for i in batch))
-    return time.perf_counter() - t0

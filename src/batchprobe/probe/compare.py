@@ -33,6 +33,11 @@ def logprob_delta(base: SessionResult, other: SessionResult, agree: int) -> floa
     return max((abs(a - b) for a, b in pairs), default=None)
 
 
+def _sampled(s: SessionResult) -> bool:
+    # A sampled row (the params shape) has no greedy reference to equal.
+    return s.situation is not None and s.situation.sampled
+
+
 def compare(arm: ArmResult, baseline: ArmResult) -> ArmComparison:
     base_m, arm_m = baseline.metrics, arm.metrics
     comparison = ArmComparison(arm=arm.spec.name, baseline=baseline.spec.name)
@@ -47,7 +52,7 @@ def compare(arm: ArmResult, baseline: ArmResult) -> ArmComparison:
     base_ok = {(s.workload, s.session): s for s in baseline.sessions if s.ok}
     for s in arm.sessions:
         base = base_ok.get((s.workload, s.session))
-        if base is None or not s.ok:
+        if base is None or not s.ok or _sampled(s):
             continue
         comparison.greedy_compared += 1
         divergence = first_divergence(base, s)

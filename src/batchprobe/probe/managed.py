@@ -80,6 +80,7 @@ class EngineProvider:
             extra_env=shim_env(self.patches) if self.patches else None,
             pythonpath_prepend=[shim_dir()] if self.patches else None,
             serve_cmd=self.serve_cmd,
+            prefix_cache=spec.prefix_cache,
         ) as engine:
             yield self._endpoint(engine)
 

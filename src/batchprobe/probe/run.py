@@ -20,13 +20,15 @@ from batchprobe import __version__
 from batchprobe.client import OpenAIClient, Timeouts
 from batchprobe.client import run as run_async
 from batchprobe.errors import BatchprobeError, ConfigError, EngineDied, EngineUnreachable
-from batchprobe.probe.arm import ArmContext, run_workloads, warm_up
+from batchprobe.probe.arm import ArmContext, warm_up
+from batchprobe.probe.cache import cache_notes, cache_policy, launch_spec, skipped_shapes
 from batchprobe.probe.compare import compare
 from batchprobe.probe.endpoint import Endpoint, EndpointProvider
-from batchprobe.probe.items import build_items
+from batchprobe.probe.items import build_plans
 from batchprobe.probe.metrics import arm_metrics
 from batchprobe.probe.status import status_for
 from batchprobe.probe.verdict import decide
+from batchprobe.probe.waves import run_waves
 from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.models import (
     ArmResult,
@@ -125,26 +127,26 @@ class _Run:
         if isinstance(props, dict) and "default_generation_settings" in props:
             env.server_kind = LLAMA_CPP
         if self.ctx is None:
-            self.ctx = await self._build_context(client)
+            self.ctx = await self._build_context(client, props)
         return self.ctx
 
     def _timeouts(self) -> Timeouts:
         return Timeouts(total=self.config.request_timeout_s)
 
-    async def _build_context(self, client: OpenAIClient) -> ArmContext:
+    async def _build_context(self, client: OpenAIClient, props: JsonValue | None) -> ArmContext:
         cfg = self.config
         extra: dict[str, JsonValue] = {}
         if self.report.environment.server_kind == LLAMA_CPP:
             extra["cache_prompt"] = False
-        items, note = await build_items(cfg, self.report.run_id, client)
-        if note:
-            self.report.warnings.append(note)
+        plans = await build_plans(cfg, self.report.run_id, client, extra, props)
+        self.report.warnings += plans.warnings
+        self.report.shapes = plans.status
         return ArmContext(
             run_id=self.report.run_id,
             prompt_style=cfg.prompt_style,
             seed=cfg.seed,
             thresholds=cfg.thresholds,
-            items=items,
+            plans=plans.plans,
             extra_body=extra,
             logprobs=0 if cfg.logprobs else None,
             on_session=self._on_session,
@@ -156,16 +158,20 @@ class _Run:
     async def _arm(self, ep: Endpoint, arm: ArmResult) -> None:
         async with OpenAIClient(ep.base_url, timeouts=self._timeouts()) as client:
             ctx = await self._prepare(ep, client)
+            ctx.cache_body, ctx.cold_note, ctx.cache_note = cache_policy(
+                ctx.extra_body, ep.cache_control, arm.spec
+            )
             warm = await warm_up(client, arm.spec.name, ctx)
             if warm.error is not None:
                 arm.warnings.append(f"warm-up failed: {warm.error.kind.value}: {warm.error.message}")
-            self.listener.arm_started(arm, len(ctx.items))
-            arm.metrics = arm_metrics(arm.sessions, await run_workloads(client, arm, ctx))
+            self.listener.arm_started(arm, _requests(ctx, arm.spec))
+            arm.metrics = arm_metrics(arm.sessions, await run_waves(client, arm, ctx))
             arm.server_alive_after = await _answers(client)
         if ep.is_alive is not None and not ep.is_alive():
             arm.server_alive_after = False
 
     def run_arm(self, spec: ArmSpec) -> None:
+        spec = launch_spec(spec, self.config)
         arm = ArmResult(spec=spec, state="running", started_at=_now())
         self.report.arms.append(arm)
         self.save()
@@ -230,16 +236,24 @@ class _Run:
                     "buffered stream): timed end to end, so their TTFT/ITL are not reported",
                 )
         for arm in report.arms[1:]:
-            cached = arm.metrics.cached_prompt_tokens if arm.metrics else None
+            cold = [s for s in arm.sessions if not (s.situation and s.situation.prefix_cache)]
+            cached = sum(s.cached_tokens or 0 for s in cold)
             if cached:
                 _warn_once(
                     report,
-                    f"arm {arm.spec.name} reported {cached} cached prompt tokens: its figures may "
-                    "be flattered by a prefix cache",
+                    f"arm {arm.spec.name} reported {cached} cached prompt tokens outside the repeat "
+                    "wave: its figures may be flattered by a prefix cache",
                 )
         report.verdict = decide(status, report.arms, report.comparisons, self.config.thresholds)
+        report.verdict.reasons += cache_notes(report.arms) + skipped_shapes(report.shapes)
         report.finished_at = _now()
         self.save()
+
+
+def _requests(ctx: ArmContext, spec: ArmSpec) -> int:
+    if spec.concurrency == 1:
+        return len(ctx.items)
+    return sum(len(plan.sends) for plan in ctx.plans)
 
 
 def _warn_once(report: Report, message: str) -> None:

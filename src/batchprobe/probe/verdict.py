@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from batchprobe.probe.judge import shape_failures, unjudged
 from batchprobe.results.models import (
     ArmComparison,
     ArmResult,
@@ -21,29 +22,17 @@ def _errors(arm: ArmResult) -> list[str]:
     return [f"arm {arm.spec.name}: {failed}/{m.sessions} sessions errored ({kinds})"]
 
 
-def _cross_talk(arm: ArmResult) -> list[str]:
-    return [
-        f"arm {arm.spec.name}: session {s.session} answered with the code of session(s) "
-        f"{', '.join(map(str, s.cross_talk_from))} (cross-talk)"
-        for s in arm.sessions
-        if s.cross_talk_from
-    ]
-
-
 def _correctness(
     arms: list[ArmResult], comparisons: list[ArmComparison], t: Thresholds, recall_ok: bool
 ) -> list[str]:
     failures: list[str] = []
     for arm in arms:
-        failures += _errors(arm) + _cross_talk(arm)
+        failures += _errors(arm)
         if arm.server_alive_after is False:
             failures.append(f"arm {arm.spec.name}: the server stopped answering after this arm")
+    # Recall misses count only where the baseline found the needle (so also when it is weak).
+    failures += shape_failures(arms, t)
     for c in comparisons:
-        if recall_ok and c.recall_delta is not None and -c.recall_delta > t.max_recall_drop:
-            failures.append(
-                f"arm {c.arm}: recall dropped by {-c.recall_delta:.0%} against {c.baseline} "
-                f"(tolerated: {t.max_recall_drop:.0%})"
-            )
         if t.strict_greedy and c.greedy_compared and c.greedy_matches < c.greedy_compared:
             failures.append(
                 f"arm {c.arm}: {c.greedy_compared - c.greedy_matches}/{c.greedy_compared} greedy "
@@ -96,7 +85,10 @@ def decide(
     else:
         correct = True
         kept = ", recall kept against the baseline" if base_recall is not None else ""
-        reasons.append(f"correct: no errors, no cross-talk{kept}")
+        reasons.append(f"correct: no errors, no cross-talk, every self-check held{kept}")
+    note = unjudged(done)
+    if note:
+        reasons.append(note)
     parallel, why = _parallel(done, comparisons, t)
     reasons.append(why)
     if correct is False or parallel is False:

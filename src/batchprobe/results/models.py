@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from batchprobe.client.types import ErrorKind, RequestError
 from batchprobe.results.diagnosis import Diagnosis
+from batchprobe.results.shapes import SelfCheck, ShapeStatus, Situation, WaveResult
 from batchprobe.results.thresholds import Thresholds
 
 SCHEMA_VERSION: Literal["1.0"] = "1.0"
@@ -50,6 +51,10 @@ class ArmSpec(_Model):
     name: str
     concurrency: int = Field(ge=1)
     mode: Literal["simple", "batching"] | None = None
+    prefix_cache: bool = Field(
+        default=False,
+        description="A managed engine launched with its default prefix cache (for the repeat wave).",
+    )
 
 
 class SessionResult(_Model):
@@ -63,7 +68,14 @@ class SessionResult(_Model):
     expected_code: str | None = Field(default=None, description="recall: this session's needle")
     hit: bool | None = Field(default=None, description="recall: own code found in the answer")
     cross_talk_from: list[int] = Field(
-        default_factory=list, description="recall: sessions whose codes appear in this answer"
+        default_factory=list, description="sessions whose codes (or count numbers) appear here"
+    )
+    shape: str = Field(default="burst", description="The traffic shape whose item this is.")
+    situation: Situation | None = Field(
+        default=None, description="Where it stood in its wave: arrival, in flight, parameters."
+    )
+    check: SelfCheck | None = Field(
+        default=None, description="The item's own checker on this answer (None: not determined)."
     )
     answer_excerpt: str = ""
     text: str = Field(default="", description="The whole generated text (for greedy comparison).")
@@ -145,6 +157,9 @@ class ArmResult(_Model):
     engine_version: str | None = None
     served_model: str | None = None
     log_path: str | None = Field(default=None, description="The engine's log for this arm.")
+    waves: list[WaveResult] = Field(
+        default_factory=list, description="One per shape, in order (serial arms: one per shape too)."
+    )
     error: str | None = None
     warnings: list[str] = Field(default_factory=list)
 
@@ -193,6 +208,9 @@ class RunConfig(_Model):
     recall_max_tokens: int = Field(default=16, ge=1, le=512)
     prompt_style: PromptStyle = "completion"
     workloads: list[Workload] = Field(default_factory=lambda: list(_ALL_WORKLOADS))
+    shapes: list[str] | None = Field(
+        default=None, description="Traffic shapes asked for; None: every shape the server supports."
+    )
     seed: int = 0
     arms: list[ArmSpec] = Field(default_factory=list)
     thresholds: Thresholds = Field(default_factory=Thresholds)
@@ -225,6 +243,9 @@ class Report(_Model):
     verdict: Verdict = Field(default_factory=Verdict)
     diagnoses: list[Diagnosis] = Field(default_factory=list)
     patches_applied: list[str] = Field(default_factory=list)
+    shapes: list[ShapeStatus] = Field(
+        default_factory=list, description="Each shape: ran or skipped (and why), its sessions."
+    )
     warnings: list[str] = Field(default_factory=list)
     error: str | None = Field(default=None, description="One line: why the run stopped early.")
     log_tail: str | None = Field(default=None, description="Engine log tail when it failed.")

@@ -1,4 +1,4 @@
-"""A work item: one prompt for one session, the same in every arm."""
+"""A work item: one prompt for one session, the same in every arm, with its own checker."""
 
 from __future__ import annotations
 
@@ -6,13 +6,69 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+Api = Literal["completions", "chat"]
+
+
+class SamplingParams(BaseModel):
+    """Per-request parameters beyond greedy decoding (the ``params`` shape sets them)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float = Field(default=0.0, ge=0.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    stop: list[str] | None = None
+    logit_bias: dict[str, float] | None = Field(
+        default=None, description="token id -> bias, as the OpenAI API takes it"
+    )
+    bias_text: str | None = Field(
+        default=None, description="What the biased token reads as: every generated token."
+    )
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def describe(self) -> str:
+        """A short human label: 'greedy', 'temperature 0.9, top_p 0.9', 'logit bias ' kiwi''."""
+        parts = [] if self.greedy else [f"temperature {self.temperature:g}"]
+        if self.top_p is not None:
+            parts.append(f"top_p {self.top_p:g}")
+        if self.logit_bias:
+            parts.append(f"logit bias toward {self.bias_text!r}")
+        if self.stop:
+            parts.append(f"stop {self.stop!r}")
+        if self.presence_penalty is not None:
+            parts.append(f"presence_penalty {self.presence_penalty:g}")
+        if self.frequency_penalty is not None:
+            parts.append(f"frequency_penalty {self.frequency_penalty:g}")
+        return ", ".join(parts) or "greedy"
+
+
+class CountSpec(BaseModel):
+    """A counting item's determined continuation: ``first, first+1, ...`` joined by ', '."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    first: int
+    leading_space: bool = Field(description="Completion prompts continue with ' N,'.")
+
+    def ideal(self, numbers: int) -> str:
+        text = ", ".join(str(n) for n in range(self.first, self.first + numbers)) + ","
+        return (" " if self.leading_space else "") + text
+
 
 class WorkItem(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     workload: Literal["recall", "decode"]
-    session: int = Field(ge=0)
+    session: int = Field(ge=0, description="Unique across the run: a session id names one item.")
     prompt: str
     max_tokens: int = Field(ge=1)
+    shape: str = "burst"
+    api: Api | None = Field(default=None, description="None: the run's prompt style decides.")
     expected_code: str | None = None
     depth: float | None = Field(default=None, description="recall: needle position, 0 = top")
+    count: CountSpec | None = Field(default=None, description="decode: the count it must follow")
+    params: SamplingParams = Field(default_factory=SamplingParams)

@@ -1,0 +1,70 @@
+"""The cache policy: throughput waves cold, the repeat wave with the cache as users run it."""
+
+from __future__ import annotations
+
+from pydantic import JsonValue
+
+from batchprobe.probe.endpoint import CacheControl
+from batchprobe.results.models import ArmResult, ArmSpec, RunConfig
+from batchprobe.results.shapes import ShapeStatus
+
+_SWITCH = "cache_prompt"
+
+
+def wants_cache(config: RunConfig) -> bool:
+    return config.shapes is None or "repeat" in config.shapes
+
+
+def launch_spec(spec: ArmSpec, config: RunConfig) -> ArmSpec:
+    """A concurrent arm that runs repeat is launched with the engine's default prefix cache.
+
+    Only engines with no per-request switch (vllm-mlx) read this; its other waves' prompts
+    share no prefix with anything sent before, and their cached tokens are recorded.
+    """
+    if spec.concurrency > 1 and spec.mode is not None and wants_cache(config):
+        return spec.model_copy(update={"prefix_cache": True})
+    return spec
+
+
+def cache_policy(
+    cold_body: dict[str, JsonValue], control: CacheControl, spec: ArmSpec
+) -> tuple[dict[str, JsonValue], str, str]:
+    """(the body for the cached wave, how cold waves stand, how the cached wave stands)."""
+    if _SWITCH in cold_body:
+        warm = {k: v for k, v in cold_body.items() if k != _SWITCH}
+        return warm, "off (cache_prompt false per request)", "on (cache_prompt true, the default)"
+    if control == "restart":
+        if spec.prefix_cache:
+            return (
+                dict(cold_body),
+                (
+                    "engine launched with its default prefix cache for the repeat wave; this "
+                    "wave's prompts share no prefix with earlier ones"
+                ),
+                "on (engine launched with its default prefix cache)",
+            )
+        return dict(cold_body), "off (fresh server per arm)", "off (engine launched without it)"
+    return dict(cold_body), "not controlled (no per-request switch)", "the server's default"
+
+
+def cache_notes(arms: list[ArmResult]) -> list[str]:
+    """For the verdict: which arm's waves ran with a prefix cache, and what it reported."""
+    notes = []
+    for arm in arms:
+        for wave in arm.waves:
+            if wave.prefix_cache.startswith("on"):
+                reported = (
+                    f"{wave.cached_prompt_tokens} cached prompt tokens reported"
+                    if wave.cached_prompt_tokens is not None
+                    else "no cached token counts reported"
+                )
+                notes.append(
+                    f"arm {arm.spec.name}: wave {wave.shape} ran with the prefix cache "
+                    f"{wave.prefix_cache}: {reported}; every other wave ran cold"
+                )
+    return notes
+
+
+def skipped_shapes(shapes: list[ShapeStatus]) -> list[str]:
+    skipped = [f"{s.shape} ({s.reason})" for s in shapes if not s.ran and s.reason != "not in --shapes"]
+    return [f"shapes skipped: {'; '.join(skipped)}"] if skipped else []

@@ -1,0 +1,89 @@
+"""What the traffic shapes need to know about the server, asked once per run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import JsonValue
+
+from batchprobe.client import OpenAIClient
+from batchprobe.client.types import CompletionRequest
+from batchprobe.workload.items import CountSpec
+from batchprobe.workload.shapes import BiasToken
+
+# Words most tokenizers read as one token; each biased row takes its own.
+BIAS_WORDS = (" apple", " river", " garden", " silver", " yellow", " window", " orange", " music")
+_COUNT_SAMPLE = 20
+FALLBACK_TOKENS_PER_NUMBER = 6.0  # digits one by one plus ", ": the most a tokenizer spends
+
+
+async def serves_chat(client: OpenAIClient, run_id: str, extra: dict[str, JsonValue]) -> bool:
+    """Whether ``/v1/chat/completions`` answers a tiny request with text."""
+    record = await client.complete(
+        CompletionRequest(
+            request_id=f"{run_id}-probe-chat",
+            api="chat",
+            prompt=f"[probe {run_id}] Say hello.",
+            max_tokens=2,
+            extra_body=dict(extra),
+        )
+    )
+    return record.error is None and bool(record.text)
+
+
+async def streams(client: OpenAIClient, run_id: str, api: str, extra: dict[str, JsonValue]) -> bool:
+    """Whether tokens arrive one after the other (join is triggered by stream progress)."""
+    record = await client.complete(
+        CompletionRequest(
+            request_id=f"{run_id}-probe-stream",
+            api="chat" if api == "chat" else "completions",
+            prompt=f"[probe {run_id}] Counting from 10: 10, 11, 12, 13,",
+            max_tokens=8,
+            extra_body=dict(extra),
+        )
+    )
+    times = record.token_times
+    return record.error is None and record.streamed and len(set(times)) >= 2
+
+
+async def bias_tokens(client: OpenAIClient) -> list[BiasToken]:
+    """Words the server's tokenizer reads as exactly one token, with their ids."""
+    found = []
+    for word in BIAS_WORDS:
+        ids = await client.token_ids(word)
+        if ids is None:
+            return []
+        if len(ids) == 1:
+            found.append(BiasToken(text=word, token_id=ids[0]))
+    return found
+
+
+async def tokens_per_number(client: OpenAIClient) -> float:
+    """How many tokens one ' 1234,' of a count costs (stop strings are placed with it)."""
+    sample = CountSpec(first=4100, leading_space=True).ideal(_COUNT_SAMPLE)
+    count = await client.tokenize(sample)
+    return count / _COUNT_SAMPLE if count else FALLBACK_TOKENS_PER_NUMBER
+
+
+def sliding_window(model: str | None) -> int | None:
+    """The model's sliding window from a local Hugging Face config, when there is one."""
+    if model is None:
+        return None
+    config = Path(model) / "config.json"
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for scope in (data, data.get("text_config") or {}):
+        window = scope.get("sliding_window") if isinstance(scope, dict) else None
+        if isinstance(window, int) and window > 0:
+            return window
+    return None
+
+
+def context_tokens(props: JsonValue | None) -> int | None:
+    """The context one request may use, from llama.cpp's ``/props``."""
+    settings = props.get("default_generation_settings") if isinstance(props, dict) else None
+    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+    return n_ctx if isinstance(n_ctx, int) and n_ctx > 0 else None

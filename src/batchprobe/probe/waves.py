@@ -1,0 +1,187 @@
+"""Shaped traffic: one wave per shape, in order, each request's situation recorded.
+
+A serial arm (concurrency 1) sends every item once, alone: the cold references. A concurrent
+arm sends each shape's wave as its plan says (phases, stream-progress and finish triggers,
+copies) and waits for the wave to end before the next one starts, so a failure belongs to
+one shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from batchprobe.client import OpenAIClient
+from batchprobe.client.types import CompletionRequest
+from batchprobe.probe.arm import ArmContext, to_session
+from batchprobe.results.models import ArmResult
+from batchprobe.results.shapes import Departure, Situation, WaveResult
+from batchprobe.workload.items import WorkItem
+from batchprobe.workload.shapes import AfterFinish, Send, ShapePlan, Trigger
+
+
+@dataclass
+class _Live:
+    session: int
+    copy_index: int
+    tokens: int = 0
+    done: bool = False
+    departures: list[Departure] = field(default_factory=list)
+
+
+@dataclass
+class _Waiter:
+    trigger: Trigger
+    ready: asyncio.Future[None]
+
+
+class _Wave:
+    """Who is in flight, how far each has streamed, and who waits for whom."""
+
+    def __init__(self) -> None:
+        self.live: dict[tuple[int, int], _Live] = {}
+        self.first: dict[int, _Live] = {}
+        self.waiters: list[_Waiter] = []
+
+    def _met(self, trigger: Trigger) -> bool:
+        if isinstance(trigger, AfterFinish):
+            state = self.first.get(trigger.session)
+            return state is not None and state.done
+        states = [self.first.get(s) for s in trigger.sessions]
+        return all(s is not None and (s.done or s.tokens >= trigger.tokens) for s in states)
+
+    def _wake(self) -> None:
+        for waiter in list(self.waiters):
+            if self._met(waiter.trigger) and not waiter.ready.done():
+                waiter.ready.set_result(None)
+                self.waiters.remove(waiter)
+
+    async def wait(self, trigger: Trigger | None) -> None:
+        if trigger is None or self._met(trigger):
+            return
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiters.append(_Waiter(trigger, ready))
+        await ready
+
+    def arrive(self, session: int, copy_index: int) -> tuple[_Live, int, int]:
+        """Register a request; (its state, others in flight, of those already decoding)."""
+        others = [s for s in self.live.values() if not s.done]
+        state = _Live(session, copy_index)
+        self.live[(session, copy_index)] = state
+        if copy_index == 0:
+            self.first[session] = state
+        return state, len(others), sum(1 for s in others if s.tokens > 0)
+
+    def progress(self, state: _Live, tokens: int) -> None:
+        state.tokens = tokens
+        if self.waiters:
+            self._wake()
+
+    def leave(self, state: _Live) -> None:
+        state.done = True
+        survivors = [s for s in self.live.values() if not s.done]
+        for other in survivors:
+            other.departures.append(
+                Departure(session=state.session, at_token=other.tokens, in_flight=len(survivors))
+            )
+        self._wake()
+
+
+def _request(item: WorkItem, copy_index: int, arm: str, ctx: ArmContext, cached: bool) -> CompletionRequest:
+    params = item.params
+    extra = dict(ctx.cache_body if cached else ctx.extra_body)
+    for name in ("top_p", "stop", "logit_bias", "presence_penalty", "frequency_penalty"):
+        value = getattr(params, name)
+        if value is not None:
+            extra[name] = value
+    return CompletionRequest(
+        request_id=f"{ctx.run_id}-{arm}-{item.shape}-{item.session}-{copy_index}",
+        api=item.api or ctx.default_api,
+        prompt=item.prompt,
+        max_tokens=item.max_tokens,
+        temperature=params.temperature,
+        seed=ctx.seed,
+        logprobs=ctx.logprobs,
+        extra_body=extra,
+    )
+
+
+async def _send(
+    client: OpenAIClient,
+    arm: ArmResult,
+    ctx: ArmContext,
+    wave: _Wave,
+    send: Send,
+    times: tuple[float, float],
+    limit: asyncio.Semaphore,
+    cached: bool,
+) -> None:
+    t0, wave_t0 = times
+    item = send.item
+    await wave.wait(send.after)
+    async with limit:
+        arrival = time.perf_counter() - wave_t0
+        state, in_flight, decoding = wave.arrive(item.session, send.copy_index)
+        request = _request(item, send.copy_index, arm.spec.name, ctx, cached)
+        try:
+            record = await client.complete(request, lambda n: wave.progress(state, n))
+        finally:
+            wave.leave(state)
+    session = to_session(arm.spec.name, item, record, t0, ctx)
+    session.situation = Situation(
+        shape=item.shape,
+        api=request.api,
+        copy_index=send.copy_index,
+        arrival_s=round(arrival, 4),
+        in_flight_at_arrival=in_flight,
+        decoding_at_arrival=decoding,
+        departures=state.departures,
+        max_tokens=item.max_tokens,
+        params=item.params.describe(),
+        sampled=not item.params.greedy,
+        prefix_cache=cached,
+    )
+    arm.sessions.append(session)
+    ctx.on_session(arm, session)
+
+
+async def _wave(
+    client: OpenAIClient, arm: ArmResult, ctx: ArmContext, plan: ShapePlan, t0: float
+) -> WaveResult:
+    serial = arm.spec.concurrency == 1
+    # Serial arms are the cold references; only a concurrent repeat wave runs with the cache.
+    cached = plan.prefix_cache and not serial
+    sends = [Send(i) for i in plan.items] if serial else plan.sends
+    limit = asyncio.Semaphore(arm.spec.concurrency)
+    before = len(arm.sessions)
+    wave_t0 = time.perf_counter()
+    for phase in sorted({s.phase for s in sends}):
+        batch = [s for s in sends if s.phase == phase]
+        wave = _Wave()
+        if serial:
+            for send in batch:
+                await _send(client, arm, ctx, wave, send, (t0, wave_t0), limit, cached)
+        else:
+            await asyncio.gather(
+                *(_send(client, arm, ctx, wave, s, (t0, wave_t0), limit, cached) for s in batch)
+            )
+    done = arm.sessions[before:]
+    reported = [s.cached_tokens for s in done if s.cached_tokens is not None]
+    return WaveResult(
+        shape=plan.shape,
+        sessions=plan.sessions,
+        requests=len(done),
+        wall_s=round(time.perf_counter() - wave_t0, 3),
+        prefix_cache=ctx.cache_note if cached else ctx.cold_note,
+        cached_prompt_tokens=sum(reported) if reported else None,
+        notes=list(plan.notes),
+    )
+
+
+async def run_waves(client: OpenAIClient, arm: ArmResult, ctx: ArmContext) -> float:
+    """Every shape's wave in order; return the arm's wall time."""
+    t0 = time.perf_counter()
+    for plan in ctx.plans:
+        arm.waves.append(await _wave(client, arm, ctx, plan, t0))
+    return time.perf_counter() - t0

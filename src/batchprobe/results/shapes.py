@@ -1,0 +1,70 @@
+"""Verdict models for traffic shapes: each request's situation, its self-check, each wave."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+CheckKind = Literal["recall", "count", "bias", "stop"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SelfCheck(_Model):
+    """What the item's own checker said about this answer (no reference needed)."""
+
+    kind: CheckKind
+    passed: bool
+    token: int | None = Field(default=None, description="Index of the first chunk that broke it.")
+    detail: str | None = Field(default=None, description="What broke, e.g. \"count broke at token 3 ('!!!!')\".")
+
+
+class Departure(_Model):
+    """Another request of the wave finished while this one was in flight."""
+
+    session: int
+    at_token: int = Field(description="Chunks this request had streamed when the other one left.")
+    in_flight: int = Field(description="Requests still in flight after it left.")
+
+
+class Situation(_Model):
+    """Where a request stood in its wave: what a failure is read against."""
+
+    shape: str
+    api: Literal["completions", "chat"]
+    copy_index: int = Field(default=0, description="repeat: 0 first send, 1 the same item again")
+    arrival_s: float = Field(description="Seconds after its wave started.")
+    in_flight_at_arrival: int = Field(description="Other requests of the arm in flight, decoding or not.")
+    decoding_at_arrival: int = Field(description="Of those, how many had streamed a token.")
+    departures: list[Departure] = Field(default_factory=list)
+    max_tokens: int
+    params: str = Field(description="Sampling parameters in words ('greedy', 'temperature 0.9').")
+    sampled: bool = Field(default=False, description="temperature > 0: no greedy reference.")
+    prefix_cache: bool = Field(description="Sent with the server's prefix cache as users run it.")
+
+
+class WaveResult(_Model):
+    """One shape's wave in one arm."""
+
+    shape: str
+    sessions: list[int]
+    requests: int
+    wall_s: float
+    prefix_cache: str = Field(description="How the prefix cache stood for this wave, in words.")
+    cached_prompt_tokens: int | None = Field(
+        default=None, description="Sum of the cached prompt tokens the server reported."
+    )
+    notes: list[str] = Field(default_factory=list)
+
+
+class ShapeStatus(_Model):
+    """Whether a shape ran, and why not."""
+
+    shape: str
+    ran: bool
+    reason: str | None = None
+    sessions: list[int] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="e.g. how ragged met the window.")

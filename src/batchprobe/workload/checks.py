@@ -1,0 +1,103 @@
+"""Self-checks: what an item's answer must be, judged from the item alone.
+
+A count must follow its own numbers, a biased request must emit its biased token every time,
+a stop string must stop the text. Corrupted text then fails on any engine, batch-invariant or
+not; greedy equality with the serial run stays the softer signal beside it.
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import accumulate
+
+from batchprobe.results.shapes import SelfCheck
+from batchprobe.workload.decode import count_owner
+from batchprobe.workload.items import CountSpec, WorkItem
+from batchprobe.workload.scoring import normalise_answer
+
+_NUMBER = re.compile(r"\d+")
+_SHOW = 24
+
+
+def token_at(pieces: list[str], char_pos: int) -> int:
+    """Index of the chunk holding character ``char_pos`` of the joined text."""
+    for index, end in enumerate(accumulate(len(p) for p in pieces)):
+        if char_pos < end:
+            return index
+    return max(len(pieces) - 1, 0)
+
+
+def _broke(kind: str, what: str, pieces: list[str], text: str, pos: int) -> SelfCheck:
+    token = token_at(pieces, pos)
+    shown = text[pos : pos + _SHOW]
+    return SelfCheck(
+        kind=kind,  # type: ignore[arg-type]
+        passed=False,
+        token=token,
+        detail=f"{what} at token {token} ({shown!r})",
+    )
+
+
+def _mismatch(text: str, ideal: str) -> int | None:
+    """First position where ``text`` stops being a prefix of ``ideal``; None if it is one."""
+    for pos, (a, b) in enumerate(zip(text, ideal)):
+        if a != b:
+            return pos
+    return None if len(text) <= len(ideal) else len(ideal)
+
+
+def check_count(count: CountSpec, text: str, pieces: list[str]) -> SelfCheck:
+    lead = 0 if count.leading_space else len(text) - len(text.lstrip())
+    body = text[lead:]
+    ideal = count.ideal(len(body) // 2 + 2)
+    if not count.leading_space:
+        ideal = ideal.lstrip()
+    pos = _mismatch(body, ideal)
+    if pos is None:
+        return SelfCheck(kind="count", passed=True)
+    return _broke("count", "count broke", pieces, text, lead + pos)
+
+
+def check_bias(bias_text: str, text: str, pieces: list[str]) -> SelfCheck:
+    if not text:
+        return SelfCheck(kind="bias", passed=False, token=0, detail="no token generated")
+    pos = 0
+    while text.startswith(bias_text, pos):
+        pos += len(bias_text)
+    if pos == len(text):
+        return SelfCheck(kind="bias", passed=True)
+    return _broke("bias", f"logit bias toward {bias_text!r} not honoured", pieces, text, pos)
+
+
+def check_stop(stops: list[str], text: str, pieces: list[str]) -> SelfCheck | None:
+    found = [pos for s in stops if (pos := text.find(s)) >= 0]
+    if not found:
+        return None
+    return _broke("stop", "stop string not honoured", pieces, text, min(found))
+
+
+def self_check(item: WorkItem, text: str, pieces: list[str]) -> SelfCheck | None:
+    """The item's verdict on its own answer; None when nothing about it is determined."""
+    if item.workload == "recall":
+        if item.expected_code is None:
+            return None
+        hit = item.expected_code in normalise_answer(text)
+        return SelfCheck(
+            kind="recall", passed=hit, detail=None if hit else f"missed its needle ({text[:_SHOW]!r})"
+        )
+    params = item.params
+    if params.bias_text is not None:
+        return check_bias(params.bias_text, text, pieces)
+    if params.stop:
+        stopped = check_stop(params.stop, text, pieces)
+        if stopped is not None:
+            return stopped
+    if item.count is None or not params.greedy:
+        return None
+    return check_count(item.count, text, pieces)
+
+
+def count_sources(text: str, own_session: int, sessions: set[int]) -> list[int]:
+    """Other sessions whose count numbers show up in ``text`` (cross-talk on a decode item)."""
+    owners = {count_owner(int(n)) for n in _NUMBER.findall(text) if len(n) >= 4}
+    return sorted(s for s in owners if s is not None and s != own_session and s in sessions)

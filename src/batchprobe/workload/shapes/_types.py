@@ -1,0 +1,128 @@
+"""What a shape builds: its items and how its wave sends them."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from batchprobe.workload.items import Api, WorkItem
+from batchprobe.workload.needle import CODE_ALPHABET, CODE_LENGTH
+
+
+@dataclass(frozen=True)
+class AfterTokens:
+    """Send once each of ``sessions`` (first sends) has streamed ``tokens`` chunks, or ended."""
+
+    sessions: tuple[int, ...]
+    tokens: int
+
+
+@dataclass(frozen=True)
+class AfterFinish:
+    """Send once ``session``'s first send has finished."""
+
+    session: int
+
+
+Trigger = AfterTokens | AfterFinish
+
+
+@dataclass(frozen=True)
+class Send:
+    """One request of a wave. ``phase``: phases run one after the other inside the wave."""
+
+    item: WorkItem
+    copy_index: int = 0
+    after: Trigger | None = None
+    phase: int = 0
+
+
+@dataclass
+class ShapePlan:
+    """A shape's items (each sent once by the serial arm) and its concurrent wave."""
+
+    shape: str
+    items: list[WorkItem]
+    sends: list[Send]
+    prefix_cache: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def sessions(self) -> list[int]:
+        return [i.session for i in self.items]
+
+
+@dataclass(frozen=True)
+class BiasToken:
+    """A word the server's tokenizer reads as exactly one token."""
+
+    text: str
+    token_id: int
+
+
+@dataclass
+class ShapeContext:
+    """What every shape builds from: the run's settings and what the server told us."""
+
+    run_id: str
+    seed: int
+    sessions: int
+    haystack_tokens: int
+    max_tokens: int
+    recall_max_tokens: int
+    prompt_style: str
+    chars_per_token: float
+    serves_chat: bool = False
+    bias_tokens: list[BiasToken] = field(default_factory=list)
+    tokens_per_number: float = 6.0
+    sliding_window: int | None = None
+    context_tokens: int | None = None
+    next_session: int = 0
+    _codes: set[str] = field(default_factory=set)
+
+    def rng(self, shape: str) -> random.Random:
+        return random.Random(f"{self.seed}:{self.run_id}:{shape}")
+
+    def take_sessions(self, count: int) -> list[int]:
+        """The next ``count`` session ids: unique across the run, so an id names one item."""
+        first = self.next_session
+        self.next_session += count
+        return list(range(first, first + count))
+
+    def new_codes(self, rng: random.Random, count: int) -> list[str]:
+        """Needle codes no other item of the run has."""
+        codes: list[str] = []
+        while len(codes) < count:
+            code = rng.choice("123456789") + "".join(
+                rng.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH - 1)
+            )
+            if code not in self._codes:
+                self._codes.add(code)
+                codes.append(code)
+        return codes
+
+    @property
+    def default_api(self) -> Api:
+        return "chat" if self.prompt_style == "chat" else "completions"
+
+    def api_for(self, index: int) -> Api:
+        """Both request paths when the server serves both: every other item takes the other."""
+        if not self.serves_chat or index % 2 == 0:
+            return self.default_api
+        return "completions" if self.default_api == "chat" else "chat"
+
+
+class Shape(Protocol):
+    """A traffic shape: one module each, registered in ``batchprobe.workload.shapes``."""
+
+    name: str
+    sends: str
+    checks: str
+    needs_streaming: bool
+
+    def unavailable(self, ctx: ShapeContext) -> str | None:
+        """Why this shape cannot run here, or None."""
+        ...
+
+    def build(self, ctx: ShapeContext) -> ShapePlan: ...

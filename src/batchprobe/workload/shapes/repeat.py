@@ -1,0 +1,96 @@
+"""repeat: the same prompt twice in flight, shared long prefixes, a prompt re-sent after it ended.
+
+The one wave sent with the server's prefix cache as users run it; judged against the cold serial
+references, with the cached tokens the server reported recorded per request.
+"""
+
+from __future__ import annotations
+
+import random
+
+from batchprobe.workload.haystack import filler_lines
+from batchprobe.workload.items import WorkItem
+from batchprobe.workload.needle import needle_line
+from batchprobe.workload.recall import ending, recall_item
+from batchprobe.workload.shapes._types import AfterFinish, Send, ShapeContext, ShapePlan
+
+TWINS = 2
+FAMILY = 3
+SHARED = 0.88  # of the haystack, ahead of each family member's own suffix (contract: >= 80%)
+
+
+def _family(ctx: ShapeContext, rng: random.Random, sessions: list[int], tokens: int) -> list[WorkItem]:
+    """Prompts equal up to a long shared prefix; each one's needle is in its own suffix."""
+    chars = int(tokens * ctx.chars_per_token)
+    shared = "\n".join(filler_lines(rng, int(chars * SHARED)))
+    head = f"[run {ctx.run_id} shared prefix {sessions[0]}] Server log excerpt:\n{shared}\n"
+    items = []
+    for session, code in zip(sessions, ctx.new_codes(rng, len(sessions))):
+        tail = filler_lines(rng, int(chars * (1 - SHARED)))
+        tail.insert(len(tail) // 2, needle_line(code))
+        suffix = f"[session {session}]\n" + "\n".join(tail)
+        items.append(
+            WorkItem(
+                workload="recall",
+                session=session,
+                prompt=head + suffix + ending(ctx.prompt_style == "chat"),
+                max_tokens=2 * ctx.recall_max_tokens,
+                shape="repeat",
+                api=ctx.default_api,
+                expected_code=code,
+                depth=SHARED,
+            )
+        )
+    return items
+
+
+class Repeat:
+    name = "repeat"
+    sends = (
+        "recall prompts with the prefix cache on: two items each sent twice at once, three "
+        "sharing an 88% prefix (needle in the suffix), one re-sent as soon as it finished while "
+        "the others are still in flight"
+    )
+    checks = (
+        "every copy finds its own needle (another session's = cross-talk) against the cold serial "
+        "reference; cached prompt tokens recorded per request"
+    )
+    needs_streaming = False
+
+    def unavailable(self, ctx: ShapeContext) -> str | None:
+        return None
+
+    def build(self, ctx: ShapeContext) -> ShapePlan:
+        rng = ctx.rng(self.name)
+        tokens = max(ctx.haystack_tokens // 2, 64)
+        twin_sessions = ctx.take_sessions(TWINS)
+        family = _family(ctx, rng, ctx.take_sessions(FAMILY), tokens)
+        (resent,) = ctx.take_sessions(1)
+        singles = []
+        for index, (session, code) in enumerate(
+            zip([*twin_sessions, resent], ctx.new_codes(rng, TWINS + 1))
+        ):
+            api = ctx.api_for(index)
+            singles.append(
+                recall_item(
+                    run_id=ctx.run_id,
+                    session=session,
+                    code=code,
+                    rng=rng,
+                    haystack_tokens=tokens,
+                    chat=api == "chat",
+                    # The re-sent one ends first, so the others are still in flight when it returns.
+                    max_tokens=ctx.recall_max_tokens if session == resent else 2 * ctx.recall_max_tokens,
+                    chars_per_token=ctx.chars_per_token,
+                    shape=self.name,
+                    api=api,
+                )
+            )
+        twins, again = singles[:TWINS], singles[TWINS]
+        sends = [Send(t, copy_index=c) for t in twins for c in (0, 1)]
+        sends += [Send(f) for f in family] + [Send(again)]
+        sends.append(Send(again, copy_index=1, after=AfterFinish(again.session)))
+        return ShapePlan(self.name, [*twins, *family, again], sends, prefix_cache=True)
+
+
+SHAPE = Repeat()
