@@ -125,6 +125,7 @@ def test_port_in_use_is_a_usage_error_naming_port(launch: list[subprocess.Popen[
         (["--port", "70000"], "--port"),
         (["--fault", "exit_after"], "--exit-after"),
         (["--exit-after", "3"], "--exit-after"),
+        (["--fault-when", "early", "--fault", "http_500"], "--fault-when"),
         (["--no-such-flag"], "--no-such-flag"),
     ],
 )

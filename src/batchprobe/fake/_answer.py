@@ -1,11 +1,12 @@
-"""What a request is answered with: a recall code, decode tokens, or a fault's version of them."""
+"""The tokens of one reply, and what the fault modes and ``stop`` strings do to them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from batchprobe.fake import _json, _tokens
-from batchprobe.fake._requests import GenRequest
+from batchprobe.fake._config import LateFault
 
 
 @dataclass(frozen=True)
@@ -21,27 +22,72 @@ class Answer:
     def text(self) -> str:
         return "".join(self.texts)
 
+    @classmethod
+    def of_ids(cls, ids: Sequence[int], finish_reason: str) -> Answer:
+        """Vocabulary words, with their JSON encoded once at import (the fast path)."""
+        return cls(
+            texts=tuple(_tokens.VOCAB[i] for i in ids),
+            encoded=tuple(_tokens.VOCAB_JSON[i] for i in ids),
+            logprobs=tuple(_tokens.VOCAB_LOGPROB[i] for i in ids),
+            finish_reason=finish_reason,
+        )
+
+    @classmethod
+    def of_texts(
+        cls, texts: Sequence[str], logprobs: Sequence[float], finish_reason: str
+    ) -> Answer:
+        return cls(
+            texts=tuple(texts),
+            encoded=tuple(_json.dumps(t) for t in texts),
+            logprobs=tuple(logprobs),
+            finish_reason=finish_reason,
+        )
+
 
 ERROR_ANSWER = Answer((), (), (), "error")
 
 
-def recall_answer(gen: GenRequest, code: str) -> Answer:
-    """The code as the first token, then a newline; cut to ``max_tokens``."""
-    lead = " " if gen.api == "completions" else ""
-    texts = (f"{lead}{code}", "\n")[: gen.max_tokens]
-    logprobs = (_tokens.CODE_LOGPROB, _tokens.NEWLINE_LOGPROB)[: len(texts)]
-    finish = "stop" if len(texts) == 2 else "length"
-    return Answer(texts, tuple(_json.dumps(t) for t in texts), logprobs, finish)
+def cut_at_stop(answer: Answer, stops: Sequence[str]) -> Answer:
+    """The text before the first occurrence of any stop string, finish "stop"; the token
+    holding the stop keeps what precedes it, as engines stream it."""
+    text = answer.text
+    hits = [at for at in (text.find(stop) for stop in stops) if at >= 0]
+    if not hits:
+        return answer
+    cut = min(hits)
+    texts: list[str] = []
+    logprobs: list[float] = []
+    end = 0
+    for piece, logprob in zip(answer.texts, answer.logprobs):
+        if end + len(piece) > cut:
+            if cut > end:
+                texts.append(piece[: cut - end])
+                logprobs.append(logprob)
+            break
+        texts.append(piece)
+        logprobs.append(logprob)
+        end += len(piece)
+    return Answer.of_texts(texts, logprobs, "stop")
 
 
-def decode_answer(gen: GenRequest, *, corrupt: bool) -> Answer:
-    """Exactly ``max_tokens`` pseudo-words derived from the prompt; finish "length"."""
-    ids = _tokens.decode_ids(gen.prompt, gen.max_tokens)
-    if corrupt:
-        ids = _tokens.corrupt_ids(ids)
-    return Answer(
-        texts=tuple(_tokens.VOCAB[i] for i in ids),
-        encoded=tuple(_tokens.VOCAB_JSON[i] for i in ids),
-        logprobs=tuple(_tokens.VOCAB_LOGPROB[i] for i in ids),
-        finish_reason="length",
-    )
+def corrupt(answer: Answer, *, start: int = 0, every: int = 4) -> Answer:
+    """Wrong tokens: every ``every``-th token from ``start`` on (1 = all of them)."""
+    texts = list(answer.texts)
+    logprobs = list(answer.logprobs)
+    for index in range(start + every - 1, len(texts), every):
+        texts[index] = _tokens.corrupt_piece(texts[index])
+        logprobs[index] = _tokens.CORRUPT_LOGPROB
+    return Answer.of_texts(texts, logprobs, answer.finish_reason)
+
+
+def fault_from(answer: Answer, start: int, fault: LateFault) -> Answer:
+    """The ``early`` trigger's version of ``answer``: tokens from ``start`` on faulted.
+
+    ``corrupt`` turns them all bad (the ``!!!!`` of a batch whose survivors lost their
+    state); ``finish_error`` ends the reply there with finish_reason "error";
+    ``truncated_stream`` also ends it there (the stream writer drops the connection).
+    """
+    if fault == "corrupt":
+        return corrupt(answer, start=start, every=1)
+    kept = slice(0, start)
+    return Answer(answer.texts[kept], answer.encoded[kept], answer.logprobs[kept], "error")

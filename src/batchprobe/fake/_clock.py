@@ -54,11 +54,3 @@ async def sleep_until(due: float) -> None:
     delay = due - asyncio.get_running_loop().time()
     if delay > 0:
         await asyncio.sleep(delay)
-
-
-async def run_clock(clock: TokenClock, tokens: int) -> None:
-    """Live through ``tokens`` tokens without emitting them (a non-streaming reply)."""
-    for index in range(tokens):
-        if index:
-            clock.advance()
-        await sleep_until(clock.due())

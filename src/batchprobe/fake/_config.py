@@ -19,8 +19,13 @@ Fault = Literal[
     "malformed_sse",
     "truncated_stream",
     "buffered",
+    "param_leak",
 ]
-FaultWhen = Literal["always", "concurrent"]
+FaultWhen = Literal["always", "concurrent", "join", "ragged", "early", "repeat", "params"]
+# The faults the early trigger can apply mid-reply, from the departure on (the others need
+# the whole reply still ahead: a status code, a first chunk, another row's parameters).
+LateFault = Literal["corrupt", "finish_error", "truncated_stream"]
+LATE_FAULTS: tuple[str, ...] = LateFault.__args__  # type: ignore[attr-defined]
 
 BATCHING_MODES: tuple[str, ...] = Batching.__args__  # type: ignore[attr-defined]
 FAULT_MODES: tuple[str, ...] = Fault.__args__  # type: ignore[attr-defined]
@@ -67,7 +72,15 @@ class FakeServerConfig(BaseModel):
     fault_when: FaultWhen = "always"
     """``always``, or ``concurrent``: only requests that shared the server with another one
     (one in flight when it arrived, or one arriving before its first token). Decided when the
-    first token is due. Ignored by ``busy_503`` (concurrent by nature) and ``exit_after``."""
+    first token is due. Ignored by ``busy_503`` (concurrent by nature) and ``exit_after``.
+
+    The shape triggers fire each in its own situation only: ``join`` (it arrived while
+    another in flight had streamed a token, and is not a repeat), ``ragged`` (the prompts in
+    flight span more than 2x in length when its first token is due), ``early`` (tokens after
+    a request that was not decoding yet when it arrived left with fewer tokens; only those
+    tokens, and only with corrupt, finish_error or truncated_stream), ``repeat`` (its prompt
+    equals, or shares an 80% prefix with, another of the busy period) and ``params``
+    (another in flight has other sampling parameters)."""
 
     exit_after: int | None = Field(default=None, ge=1, validate_default=True)
     """With ``fault="exit_after"``: the server stops once this many generation requests have
@@ -75,6 +88,15 @@ class FakeServerConfig(BaseModel):
 
     seed: int = 0
     """Seeds the latency jitter. Generated text depends only on the prompt."""
+
+    @field_validator("fault_when")
+    @classmethod
+    def _early_needs_a_late_fault(cls, value: FaultWhen, info: ValidationInfo) -> FaultWhen:
+        fault = info.data.get("fault")
+        if value == "early" and fault is not None and fault not in ("none", *LATE_FAULTS):
+            allowed = ", ".join(LATE_FAULTS)
+            raise ValueError(f"'early' faults a reply mid-way: fault must be one of {allowed}")
+        return value
 
     @field_validator("exit_after")
     @classmethod

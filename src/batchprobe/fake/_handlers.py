@@ -10,10 +10,12 @@ from typing import Any
 from aiohttp import web
 
 from batchprobe.fake import _json
-from batchprobe.fake._answer import ERROR_ANSWER, Answer, decode_answer, recall_answer
-from batchprobe.fake._clock import TokenClock, run_clock, sleep_until
+from batchprobe.fake._answer import ERROR_ANSWER, Answer, corrupt
+from batchprobe.fake._clock import TokenClock, sleep_until
 from batchprobe.fake._encode import DONE, Encoder, usage
-from batchprobe.fake._requests import Api, BadRequest, GenRequest, parse
+from batchprobe.fake._model import respond, unknown_bias_id
+from batchprobe.fake._progress import Progress, generate_silently, late_fault
+from batchprobe.fake._requests import Api, BadRequest, parse, parse_tokenize
 from batchprobe.fake._state import STATE_KEY, Flight, ServerState
 from batchprobe.fake._stream import StreamPlan, stream_fault, write_stream
 from batchprobe.fake._tokens import corrupt_code
@@ -64,26 +66,47 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return await _generate(request, "chat")
 
 
+async def tokenize(request: web.Request) -> web.Response:
+    """llama.cpp's /tokenize for the fake's vocabulary: one id per whitespace word."""
+    state = request.app[STATE_KEY]
+    try:
+        content = parse_tokenize(await request.read())
+    except BadRequest as exc:
+        return error_response(400, str(exc), "invalid_request_error", exc.param)
+    try:
+        tokens = state.vocab.tokenize(content)
+    except ValueError as exc:
+        return error_response(400, f"content: {exc}", "invalid_request_error", "content")
+    return _json_response({"tokens": tokens})
+
+
 async def _generate(request: web.Request, api: Api) -> web.StreamResponse:
     state = request.app[STATE_KEY]
     try:
         gen = parse(api, await request.read())
     except BadRequest as exc:
         return error_response(400, str(exc), "invalid_request_error", exc.param)
+    unknown = unknown_bias_id(gen.sampling, state.vocab)
+    if unknown is not None:
+        message = f"logit_bias: token id {unknown} is not in the vocabulary (see POST /tokenize)"
+        return error_response(400, message, "invalid_request_error", "logit_bias")
     if state.config.fault == "busy_503" and state.in_flight:
         # vllm-mlx's simple engine rejects overlapping requests at once.
         return error_response(503, "text_generation_busy", "server_busy")
-    with state.track(find_needle_code(gen.prompt)) as flight:
+    code = find_needle_code(gen.prompt)
+    # The healthy answer, known on arrival: its length is what the early trigger compares.
+    healthy = respond(gen, prompt=gen.prompt, code=code, sampling=gen.sampling, vocab=state.vocab)
+    with state.track(gen, code, len(healthy.texts)) as flight:
         async with state.slot():
-            response = await _reply(request, state, gen, flight)
+            response = await _reply(request, state, flight, healthy)
     state.note_answered()
     return response
 
 
 async def _reply(
-    request: web.Request, state: ServerState, gen: GenRequest, flight: Flight
+    request: web.Request, state: ServerState, flight: Flight, healthy: Answer
 ) -> web.StreamResponse:
-    config = state.config
+    config, gen = state.config, flight.gen
     cached = state.cache_hit(gen.prompt, use_cache=gen.cache_prompt)
     clock = _clock(state, flight, cached=cached)
     await sleep_until(clock.due())
@@ -94,19 +117,31 @@ async def _reply(
         await asyncio.get_running_loop().create_future()  # never answered; cancelled at shutdown
     if faulted and config.fault == "http_500":
         return error_response(500, "fake engine failure (fault http_500)", "server_error")
-    answer = _answer(state, gen, flight, faulted)
+    answer = _answer(state, flight, healthy) if faulted else healthy
+    flight.planned = len(answer.texts)
+    progress = Progress(state, flight, late_fault(state))
     encoder = Encoder(
         gen, model_id=config.model_id, request_id=f"fake{flight.seq:06d}", created=int(time.time())
     )
-    usage_body = usage(gen.prompt_tokens, len(answer.texts), gen.prompt_tokens if cached else 0)
+    cached_tokens = gen.prompt_tokens if cached else 0
     headers = _echo_headers(request)
     if gen.stream:
-        tail = (encoder.usage_chunk(usage_body), DONE) if gen.include_usage else (DONE,)
+
+        def tail(final: Answer) -> tuple[bytes, ...]:
+            if not gen.include_usage:
+                return (DONE,)
+            return (
+                encoder.usage_chunk(usage(gen.prompt_tokens, len(final.texts), cached_tokens)),
+                DONE,
+            )
+
         fault = stream_fault(config.fault) if faulted else None
-        plan = StreamPlan(answer, clock, encoder, tail, fault)
+        plan = StreamPlan(answer, clock, encoder, tail, progress, fault)
         return await write_stream(request, plan, headers)
-    await run_clock(clock, len(answer.texts))
-    body = encoder.body(answer, usage_body)
+    answer = await generate_silently(clock, progress, answer)
+    body = encoder.body(answer, usage(gen.prompt_tokens, len(answer.texts), cached_tokens))
+    if progress.cut:
+        return await _broken_body(request, body, "truncated_stream", headers)
     if faulted and config.fault in ("malformed_sse", "truncated_stream"):
         return await _broken_body(request, body, config.fault, headers)
     return web.Response(body=body, content_type="application/json", headers=headers)
@@ -122,18 +157,38 @@ def _clock(state: ServerState, flight: Flight, *, cached: bool) -> TokenClock:
     return TokenClock(start=start, ttft_s=ttft_s, jitter_s=jitter_s, rng=rng, step=state.step_s)
 
 
-def _answer(state: ServerState, gen: GenRequest, flight: Flight, faulted: bool) -> Answer:
-    fault = state.config.fault if faulted else "none"
+def _answer(state: ServerState, flight: Flight, healthy: Answer) -> Answer:
+    """What ``flight`` is answered under the fault decided at its first token."""
+    fault = state.config.fault
+    if fault not in ("finish_error", "cross_talk", "param_leak", "corrupt"):
+        return healthy
     if fault == "finish_error":
         return ERROR_ANSWER
-    if flight.code is None:
-        return decode_answer(gen, corrupt=fault == "corrupt")
-    code = flight.code
+    gen = flight.gen
+    prompt, code, sampling = gen.prompt, flight.code, gen.sampling
     if fault == "cross_talk":
-        code = state.other_code(flight) or code
-    if fault == "corrupt":
+        # Another session's reply: its needle for a recall prompt, its text otherwise.
+        other = state.partner(flight, lambda f: _answers_otherwise(flight, f))
+        if other is not None:
+            prompt, code = other.gen.prompt, other.code
+    if fault == "param_leak":
+        # The batch row's parameters come from another request in flight.
+        leak = state.partner(flight, lambda f: f.gen.sampling != gen.sampling)
+        if leak is not None:
+            sampling = leak.gen.sampling
+    if fault == "corrupt" and code is not None:
         code = corrupt_code(code)
-    return recall_answer(gen, code)
+    answer = respond(gen, prompt=prompt, code=code, sampling=sampling, vocab=state.vocab)
+    if fault == "corrupt" and code is None:
+        answer = corrupt(answer)
+    return answer
+
+
+def _answers_otherwise(flight: Flight, other: Flight) -> bool:
+    """``other`` would be answered differently: another code, or another decode prompt."""
+    if flight.code is not None:
+        return other.code is not None and other.code != flight.code
+    return other.code is None and other.gen.prompt != flight.gen.prompt
 
 
 def _echo_headers(request: web.Request) -> dict[str, str]:

@@ -7,6 +7,7 @@ Unknown fields are ignored, not rejected: real clients send many engine-specific
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -38,6 +39,13 @@ class _Common(BaseModel):
     stream: bool = False
     stream_options: _StreamOptions | None = None
     cache_prompt: bool = True
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    logit_bias: dict[str, float] | None = None
+    presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
+    frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
 
 
 class _CompletionBody(_Common):
@@ -72,6 +80,36 @@ class _ChatBody(_Common):
 
 
 @dataclass(frozen=True)
+class Sampling:
+    """The parameters an engine must keep per row of its batch (the ``params`` trigger
+    compares these between requests in flight; ``param_leak`` swaps them).
+
+    ``temperature`` None (not sent) generates greedily, like 0: the fake's text must stay
+    deterministic for clients that send no sampling parameters at all.
+    """
+
+    temperature: float | None = None
+    top_p: float | None = None
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+
+    @property
+    def sampled(self) -> bool:
+        return self.temperature is not None and self.temperature > 0
+
+    def forced_token(self) -> int | None:
+        """The token id a bias of at least ``FORCING_BIAS`` forces at every position."""
+        strong = [(bias, -tid) for tid, bias in self.logit_bias if bias >= FORCING_BIAS]
+        return -max(strong)[1] if strong else None
+
+
+GREEDY = Sampling()
+# A logit bias this strong outweighs any logit, as +100 does on llama.cpp and vLLM.
+FORCING_BIAS = 50.0
+
+
+@dataclass(frozen=True)
 class GenRequest:
     """One generation request, the same shape for both APIs."""
 
@@ -83,10 +121,14 @@ class GenRequest:
     logprobs: bool
     top_logprobs: int
     cache_prompt: bool
+    sampling: Sampling = GREEDY
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
 
-    @property
+    @cached_property
     def prompt_tokens(self) -> int:
-        """Whitespace words: a stable stand-in for a tokenizer."""
+        """Whitespace words: a stable stand-in for a tokenizer (computed once: haystack
+        prompts are long and several triggers compare lengths)."""
         return len(self.prompt.split())
 
 
@@ -106,6 +148,21 @@ def parse(api: Api, raw: bytes) -> GenRequest:
         raise BadRequest(param, first["msg"]) from exc
 
 
+class _TokenizeBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    content: str
+
+
+def parse_tokenize(raw: bytes) -> str:
+    """The text of a llama.cpp-style ``POST /tokenize`` body ``{"content": str}``."""
+    try:
+        return _TokenizeBody.model_validate(_json.loads(raw)).content
+    except _json.JSONDecodeError as exc:
+        raise BadRequest("body", f"not valid JSON ({exc})") from exc
+    except ValidationError as exc:
+        raise BadRequest("content", exc.errors()[0]["msg"]) from exc
+
+
 def _from_completion(body: _CompletionBody) -> GenRequest:
     prompt = body.prompt
     if isinstance(prompt, list):
@@ -121,6 +178,9 @@ def _from_completion(body: _CompletionBody) -> GenRequest:
         logprobs=body.logprobs is not None,
         top_logprobs=body.logprobs or 0,
         cache_prompt=body.cache_prompt,
+        sampling=_sampling(body),
+        seed=body.seed,
+        stop=_stops(body),
     )
 
 
@@ -134,7 +194,39 @@ def _from_chat(body: _ChatBody) -> GenRequest:
         logprobs=body.logprobs,
         top_logprobs=body.top_logprobs or 0,
         cache_prompt=body.cache_prompt,
+        sampling=_sampling(body),
+        seed=body.seed,
+        stop=_stops(body),
     )
+
+
+def _stops(body: _Common) -> tuple[str, ...]:
+    stops = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
+    if any(not stop for stop in stops):
+        raise BadRequest("stop", "stop strings must not be empty")
+    return stops
+
+
+def _sampling(body: _Common) -> Sampling:
+    return Sampling(
+        temperature=body.temperature,
+        top_p=body.top_p,
+        logit_bias=_logit_bias(body.logit_bias or {}),
+        presence_penalty=body.presence_penalty,
+        frequency_penalty=body.frequency_penalty,
+    )
+
+
+def _logit_bias(raw: dict[str, float]) -> tuple[tuple[int, float], ...]:
+    """OpenAI's ``{"<token id>": bias}``, sorted by id so equal biases compare equal."""
+    pairs = []
+    for key, bias in raw.items():
+        if not key.isdigit():
+            raise BadRequest("logit_bias", f"keys are token ids (digits), got {key!r}")
+        if not -100.0 <= bias <= 100.0:
+            raise BadRequest("logit_bias", f"bias for token {key} must be in [-100, 100]")
+        pairs.append((int(key), bias))
+    return tuple(sorted(pairs))
 
 
 def _include_usage(body: _Common) -> bool:

@@ -1,7 +1,9 @@
-"""Per-app mutable state: slots, requests in flight, the prompt cache, the stop signal.
+"""Per-app mutable state: slots, the requests in flight and their situation, the prompt
+cache, the stop signal.
 
 One instance lives on each ``web.Application`` (never at module level), so several fake
-servers can run side by side in one process.
+servers can run side by side in one process. Every event (arrival, token, departure) costs
+O(1), or O(requests in flight) only where a configured trigger needs to look at them all.
 """
 
 from __future__ import annotations
@@ -9,27 +11,44 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
-from typing import Literal
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal, TypeVar
 
 from aiohttp import web
 
+from batchprobe.fake import _triggers
 from batchprobe.fake._config import FakeServerConfig
+from batchprobe.fake._requests import GenRequest, Sampling
+from batchprobe.fake._tokens import Vocabulary
 
 StopReason = Literal["requested", "exit_after"]
+_Key = TypeVar("_Key", bound=Hashable)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class Flight:
-    """A request in flight: its arrival number, the needle code it carries, if any, and
-    whether another request was already in flight when it arrived. ``neighbours`` holds the
-    codes of the requests it overlapped (kept only for the cross_talk fault)."""
+    """A request in flight (queued or generating) and what the triggers need of its story.
+
+    ``*_tick`` fields order events on one counter (arrivals and first tokens), so "was it
+    already decoding when this one arrived" never depends on clock resolution.
+    """
 
     seq: int
+    gen: GenRequest
     code: str | None
+    arrival_tick: int
     crowded_at_arrival: bool
-    neighbours: dict[int, str] = field(default_factory=dict)
+    joined_decoding: bool
+    """Another request in flight had streamed a token when this one arrived."""
+    planned: int
+    """Tokens it will generate: its healthy answer's length, then its actual answer's."""
+    generated: int = 0
+    first_tick: int | None = None
+    fault_from: int | None = None
+    """The ``early`` trigger: its tokens from this index on are faulted."""
+    departed: bool = False
 
 
 class ServerState:
@@ -40,8 +59,19 @@ class ServerState:
         self._slots = asyncio.Semaphore(cap)
         self.active = 0
         self._inflight: dict[int, Flight] = {}
+        # The busy period: every request since the server was last idle, in arrival order.
+        self._period: list[Flight] = []
+        # The same requests filed by their prompt's head (see _triggers.HEAD).
+        self._period_heads: dict[str, list[Flight]] = {}
         self._next_seq = 0
+        self._ticks = 0
+        self._decoding = 0  # requests in flight that have streamed a token
+        # What the ragged and params triggers compare, counted over the requests in flight
+        # so each check is a look-up, not a scan of a thousand streams.
+        self._lengths: Counter[int] = Counter()
+        self._samplings: Counter[Sampling] = Counter()
         self._cache: set[bytes] = set()
+        self.vocab = Vocabulary()
         self.answered = 0
         self.stop_event = asyncio.Event()
         self.stop_reason: StopReason | None = None
@@ -55,17 +85,45 @@ class ServerState:
         return len(self._inflight)
 
     @contextlib.contextmanager
-    def track(self, code: str | None) -> Iterator[Flight]:
-        """Count a request as in flight (queued or generating) for the duration."""
-        flight = Flight(self._next_seq, code, crowded_at_arrival=bool(self._inflight))
+    def track(self, gen: GenRequest, code: str | None, planned: int) -> Iterator[Flight]:
+        """Count a request as in flight (queued or generating) for the duration; leaving is
+        its departure from the batch, however the reply ended."""
+        flight = Flight(
+            seq=self._next_seq,
+            gen=gen,
+            code=code,
+            arrival_tick=self._tick(),
+            crowded_at_arrival=bool(self._inflight),
+            joined_decoding=self._decoding > 0,
+            planned=planned,
+        )
         self._next_seq += 1
-        if self.config.fault == "cross_talk":
-            self._meet(flight)
         self._inflight[flight.seq] = flight
+        self._period.append(flight)
+        self._period_heads.setdefault(gen.prompt[: _triggers.HEAD], []).append(flight)
+        self._lengths[gen.prompt_tokens] += 1
+        self._samplings[gen.sampling] += 1
         try:
             yield flight
         finally:
+            self._depart(flight)
             del self._inflight[flight.seq]
+            _discount(self._lengths, gen.prompt_tokens)
+            _discount(self._samplings, gen.sampling)
+            if flight.first_tick is not None:
+                self._decoding -= 1
+            if not self._inflight:
+                self._period.clear()
+                self._period_heads.clear()
+
+    def note_token(self, flight: Flight) -> None:
+        """``flight`` generated one more token; its last one is its departure."""
+        flight.generated += 1
+        if flight.first_tick is None:
+            flight.first_tick = self._tick()
+            self._decoding += 1
+        if flight.generated >= flight.planned:
+            self._depart(flight)
 
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
@@ -85,36 +143,46 @@ class ServerState:
         return itl * (1.0 + self.config.slowdown * (self.active - 1))
 
     def fault_applies(self, flight: Flight) -> bool:
-        """Whether the configured fault hits ``flight``.
+        """Whether the configured fault hits ``flight`` from its first token on.
 
         ``concurrent`` means it has shared the server with another request at some point:
         one was in flight when it arrived, or one arrived after it (it is still in flight).
         Checking only "now" would spare the last request of a burst whose peers finished.
+        ``early`` never applies here: it strikes later, at a departure (``_depart``).
         """
-        if self.config.fault == "none":
+        config = self.config
+        if config.fault == "none":
             return False
-        if self.config.fault_when == "always":
+        when = config.fault_when
+        if when == "always":
             return True
-        return flight.crowded_at_arrival or self._next_seq > flight.seq + 1
+        if when == "concurrent":
+            return flight.crowded_at_arrival or self._next_seq > flight.seq + 1
+        if when == "join":
+            joined = flight.joined_decoding
+            return joined and not _triggers.repeated(flight.gen, self._peers(flight))
+        if when == "ragged":
+            return _triggers.ragged(self._lengths.keys())
+        if when == "repeat":
+            return _triggers.repeated(flight.gen, self._peers(flight))
+        if when == "params":
+            # Another in flight has other parameters: not all in flight share its own.
+            return self._samplings[flight.gen.sampling] < len(self._inflight)
+        return False
 
-    def _meet(self, flight: Flight) -> None:
-        """Record that ``flight`` and every request in flight now overlap."""
-        for other in self._inflight.values():
-            if other.code is not None:
-                flight.neighbours[other.seq] = other.code
-            if flight.code is not None:
-                other.neighbours[flight.seq] = flight.code
+    def partner(self, flight: Flight, fits: Callable[[Flight], bool]) -> Flight | None:
+        """Another request of the busy period that ``fits``: the next by arrival, wrapping.
 
-    def other_code(self, flight: Flight) -> str | None:
-        """The code of a request that overlapped ``flight``: the next by arrival, wrapping.
-
-        Overlap is remembered from arrival on, so the last request of a burst still leaks a
-        peer's code after that peer has finished.
+        The busy period, not only those in flight now, so the last request of a burst still
+        finds a peer after its peers have finished (cross_talk, param_leak).
         """
-        if not flight.neighbours:
-            return None
-        later = [seq for seq in flight.neighbours if seq > flight.seq]
-        return flight.neighbours[min(later) if later else min(flight.neighbours)]
+        period = self._period
+        start = flight.seq - period[0].seq
+        for offset in range(1, len(period)):
+            other = period[(start + offset) % len(period)]
+            if fits(other):
+                return other
+        return None
 
     def cache_hit(self, prompt: str, *, use_cache: bool) -> bool:
         """Prefix-cache simulation: True when this exact prompt was cached before."""
@@ -137,6 +205,48 @@ class ServerState:
         if self.stop_reason is None:
             self.stop_reason = reason
         self.stop_event.set()
+
+    def _tick(self) -> int:
+        self._ticks += 1
+        return self._ticks
+
+    def _peers(self, flight: Flight) -> Sequence[GenRequest]:
+        """The other requests of the busy period (finished, in flight, arrived later) that
+        ``flight``'s prompt could repeat: those under its head, unless it is short."""
+        prompt = flight.gen.prompt
+        if _triggers.prefix_needed(prompt) >= _triggers.HEAD:
+            candidates = self._period_heads.get(prompt[: _triggers.HEAD], [])
+        else:
+            candidates = self._period
+        return [f.gen for f in candidates if f is not flight]
+
+    def _depart(self, flight: Flight) -> None:
+        """``flight`` left the batch (its last token, or its reply ended otherwise): once,
+        mark the early trigger's victims among those still decoding."""
+        if flight.departed:
+            return
+        flight.departed = True
+        if self.config.fault_when != "early" or self.config.fault == "none":
+            return
+        for other in self._inflight.values():
+            # Queued or in prefill counts too: which step a request is at when another
+            # leaves depends on arrival jitter, which a trigger must not.
+            if other is flight or other.fault_from is not None:
+                continue
+            if _triggers.left_early(
+                generated=flight.generated,
+                first_tick=flight.first_tick,
+                survivor_planned=other.planned,
+                survivor_generated=other.generated,
+                survivor_arrival_tick=other.arrival_tick,
+            ):
+                other.fault_from = other.generated
+
+
+def _discount(counter: Counter[_Key], key: _Key) -> None:
+    counter[key] -= 1
+    if not counter[key]:
+        del counter[key]
 
 
 STATE_KEY = web.AppKey("batchprobe_fake_state", ServerState)

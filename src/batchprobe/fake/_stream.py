@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -11,6 +12,7 @@ from aiohttp import web
 from batchprobe.fake._answer import Answer
 from batchprobe.fake._clock import TokenClock
 from batchprobe.fake._encode import MALFORMED, Encoder
+from batchprobe.fake._progress import Progress
 
 StreamFault = Literal["malformed_sse", "truncated_stream", "buffered"]
 _STREAM_FAULTS: dict[str, StreamFault] = {
@@ -32,8 +34,10 @@ class StreamPlan:
     answer: Answer
     clock: TokenClock
     encoder: Encoder
-    tail: tuple[bytes, ...]
-    """Sent after the last token: the usage chunk when asked for, then ``[DONE]``."""
+    tail: Callable[[Answer], tuple[bytes, ...]]
+    """Sent after the last token of the answer as it ended: the usage chunk when asked
+    for, then ``[DONE]``."""
+    progress: Progress
     fault: StreamFault | None = None
 
 
@@ -57,14 +61,15 @@ async def write_stream(
 async def _emit(response: web.StreamResponse, plan: StreamPlan) -> bool:
     """Write every chunk when it is due; False when the stream was cut short on purpose."""
     loop = asyncio.get_running_loop()
-    answer, clock, fault = plan.answer, plan.clock, plan.fault
+    answer, clock, fault, progress = plan.answer, plan.clock, plan.fault, plan.progress
     count = len(answer.texts)
     malformed_at = count // 2 if fault == "malformed_sse" else -1
     cut_after = max(1, count // 2) if fault == "truncated_stream" else -1
     # Chunks due at the same moment go out in one write: with zero latency a whole stream
     # is one syscall, so the fake server stays far cheaper than the client it measures.
     pending: list[bytes] = [] if count else [plan.encoder.empty_chunk(answer.finish_reason)]
-    for index in range(count):
+    index = 0
+    while index < len(answer.texts):
         if index:
             clock.advance()
         delay = clock.due() - loop.time()
@@ -73,9 +78,18 @@ async def _emit(response: web.StreamResponse, plan: StreamPlan) -> bool:
                 await response.write(b"".join(pending))
                 pending.clear()
             await asyncio.sleep(delay)
+        answer = progress.revise(answer, index)
+        if index >= len(answer.texts):
+            # The early trigger ended the reply here, after a chunk that did not say so.
+            if progress.cut:
+                await response.write(b"".join(pending))
+                return False
+            pending.append(plan.encoder.empty_chunk(answer.finish_reason))
+            break
         if index == malformed_at:
             pending.append(MALFORMED)
         pending.append(plan.encoder.token_chunk(answer, index))
+        progress.token()
         if index == 0 and fault != "buffered":
             # The first token leaves alone, and other streams due now send theirs before
             # this one's burst: with zero ITL, TTFT stays what was injected.
@@ -85,6 +99,7 @@ async def _emit(response: web.StreamResponse, plan: StreamPlan) -> bool:
         if index + 1 == cut_after:
             await response.write(b"".join(pending))
             return False
-    pending.extend(plan.tail)
+        index += 1
+    pending.extend(plan.tail(answer))
     await response.write(b"".join(pending))
     return True

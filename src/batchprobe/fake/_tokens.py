@@ -35,6 +35,10 @@ VOCAB_LOGPROB: tuple[float, ...] = tuple(
 
 CODE_LOGPROB = -0.0012
 NEWLINE_LOGPROB = -0.0301
+# A count's next number is near certain; a forced token has the whole mass.
+COUNT_LOGPROB = -0.0087
+FORCED_LOGPROB = 0.0
+CORRUPT_LOGPROB = -7.25
 
 
 def decode_ids(prompt: str, count: int) -> list[int]:
@@ -44,12 +48,57 @@ def decode_ids(prompt: str, count: int) -> list[int]:
     return [rng.getrandbits(_VOCAB_BITS) for _ in range(count)]
 
 
-def corrupt_ids(ids: list[int]) -> list[int]:
-    """Swap every fourth token for its neighbour word: plausible text, wrong tokens."""
-    return [(tid + 1) % _VOCAB_SIZE if i % 4 == 3 else tid for i, tid in enumerate(ids)]
-
-
 def corrupt_code(code: str) -> str:
     """Change the last three digits, so the answer is a miss, not another session's code."""
     head, tail = code[:-3], code[-3:]
     return head + "".join(str((int(ch) + 5) % 10) for ch in tail)
+
+
+# Each word's id in VOCAB, for /tokenize and for corrupting text tokens.
+VOCAB_IDS: dict[str, int] = {word: i for i, word in enumerate(VOCAB)}
+# Words outside VOCAB that /tokenize may give ids to; more is a client bug, not a vocabulary.
+_EXTRA_LIMIT = 1 << 16
+CORRUPT_PIECE = "!!!!"
+
+
+class Vocabulary:
+    """The fake's token ids: VOCAB's words first, then the words ``/tokenize`` met outside
+    VOCAB, numbered in the order met (one per app, so ids stay stable while it serves).
+
+    Ids exist so a client can aim a ``logit_bias`` at a word: one id per whitespace word,
+    each word's text carrying the leading space, as a BPE vocabulary would.
+    """
+
+    def __init__(self) -> None:
+        self._extra: list[str] = []
+        self._extra_ids: dict[str, int] = {}
+
+    def tokenize(self, content: str) -> list[int]:
+        return [self._id(f" {word}") for word in content.split()]
+
+    def piece(self, token_id: int) -> str | None:
+        """The text of ``token_id``, or None when no such id was handed out."""
+        if 0 <= token_id < _VOCAB_SIZE:
+            return VOCAB[token_id]
+        index = token_id - _VOCAB_SIZE
+        return self._extra[index] if 0 <= index < len(self._extra) else None
+
+    def _id(self, piece: str) -> int:
+        known = VOCAB_IDS.get(piece)
+        if known is None:
+            known = self._extra_ids.get(piece)
+        if known is None:
+            if len(self._extra) >= _EXTRA_LIMIT:
+                raise ValueError(f"more than {_EXTRA_LIMIT} distinct words outside the vocabulary")
+            known = self._extra_ids[piece] = _VOCAB_SIZE + len(self._extra)
+            self._extra.append(piece)
+        return known
+
+
+def corrupt_piece(piece: str) -> str:
+    """A wrong token in place of ``piece``: its neighbour word for a vocabulary word (text
+    that still reads like words), ``!!!!`` for anything else (a count, a forced token)."""
+    known = VOCAB_IDS.get(piece)
+    if known is not None:
+        return VOCAB[(known + 1) % _VOCAB_SIZE]
+    return (" " if piece.startswith(" ") else "") + CORRUPT_PIECE

@@ -1,0 +1,221 @@
+"""The fake server's shape triggers: each fires in its own wave's situation and in no other.
+
+Every wave of the shapes contract runs against one fake server, after a serial arm sent
+every body alone (its references): a reply differing from its reference is a fault that
+fired. Each trigger must fire in its own wave, on the expected requests, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any
+
+import aiohttp
+import pytest
+
+from batchprobe.fake import FakeServerConfig, FakeServerThread
+from batchprobe.fake._tokens import CORRUPT_PIECE, VOCAB
+from fake_traffic import (
+    FORCED_ID,
+    WAVES,
+    Reply,
+    all_bodies,
+    counting,
+    early_bodies,
+    expected_count,
+    join_wave,
+    reference_name,
+    serial,
+    together,
+)
+
+# TTFT well above a burst's arrival spread on a loaded 2-core machine: a burst's requests
+# all arrive before any first token, as the shapes contract's waves assume.
+TIMING: dict[str, Any] = {"ttft_ms": 60.0, "itl_ms": 3.0}
+
+Waves = dict[str, dict[str, Reply]]
+
+
+def config(fault: str = "none", when: str = "always") -> FakeServerConfig:
+    return FakeServerConfig(fault=fault, fault_when=when, **TIMING)  # type: ignore[arg-type]
+
+
+async def _arms(url: str) -> tuple[dict[str, Reply], Waves]:
+    async with aiohttp.ClientSession() as session:
+        references = await serial(session, url, all_bodies())
+        waves = {name: await wave(session, url) for name, wave in WAVES.items()}
+    return references, waves
+
+
+@functools.cache
+def run_arms(server_config: FakeServerConfig) -> tuple[dict[str, Reply], Waves]:
+    """Both arms against a fresh server (cached: several tests read one config's run)."""
+    with FakeServerThread(server_config) as server:
+        return asyncio.run(_arms(server.base_url))
+
+
+def broken(references: dict[str, Reply], waves: Waves) -> dict[str, list[str]]:
+    """Per wave, the requests whose reply differs from their serial reference."""
+    return {
+        wave: sorted(
+            name
+            for name, reply in replies.items()
+            if not reply.same_as(references[reference_name(name)])
+        )
+        for wave, replies in waves.items()
+    }
+
+
+def test_healthy_fake_answers_every_wave_like_its_serial_arm() -> None:
+    references, waves = run_arms(config())
+    assert broken(references, waves) == {wave: [] for wave in WAVES}
+    bodies = all_bodies()
+    for name, body in bodies.items():
+        ref = references[name]
+        assert ref.status == 200 and ref.done, name
+        if name == "params-biased":
+            assert set(ref.pieces) == {VOCAB[FORCED_ID]}
+        elif name == "params-sampled":
+            assert ref.text != expected_count(body)
+        elif "Counting" in body["prompt"]:
+            assert ref.text == expected_count(body), name  # the count, not just greedy text
+        else:
+            assert ref.text.strip().isdigit() and ref.text.strip() in body["prompt"], name
+
+
+# The requests each trigger must break under a fault that changes every faulted reply.
+EXPECTED = {
+    "join": ["join-new0", "join-new1", "join-new2"],
+    "ragged": ["ragged0", "ragged1", "ragged2", "ragged3"],
+    "early": ["early1", "early2", "early3"],
+    "repeat": [
+        "repeat-again-2",
+        "repeat-prefix-a",
+        "repeat-prefix-b",
+        "repeat-twice",
+        "repeat-twice-2",
+    ],
+    "params": [
+        "params-biased",
+        "params-greedy",
+        "params-penalty",
+        "params-sampled",
+        "params-stop",
+    ],
+}
+
+
+@pytest.mark.parametrize("trigger", list(EXPECTED))
+def test_corrupt_fires_in_its_own_wave_only(trigger: str) -> None:
+    references, waves = run_arms(config("corrupt", trigger))
+    expected = {wave: EXPECTED[trigger] if wave == trigger else [] for wave in WAVES}
+    assert broken(references, waves) == expected
+
+
+@pytest.mark.parametrize(
+    ("trigger", "fault"),
+    [
+        ("join", "finish_error"),
+        ("ragged", "cross_talk"),
+        ("early", "finish_error"),
+        ("early", "truncated_stream"),
+        ("repeat", "cross_talk"),
+        ("params", "param_leak"),
+        ("params", "http_500"),
+    ],
+)
+def test_other_faults_fire_in_their_trigger_wave_only(trigger: str, fault: str) -> None:
+    references, waves = run_arms(config(fault, trigger))
+    found = broken(references, waves)
+    assert found[trigger]
+    assert set(found[trigger]) <= set(EXPECTED[trigger])
+    assert {wave: names for wave, names in found.items() if wave != trigger} == {
+        wave: [] for wave in WAVES if wave != trigger
+    }
+
+
+def test_cross_talk_under_ragged_answers_with_a_peer_code() -> None:
+    _, waves = run_arms(config("cross_talk", "ragged"))
+    bodies = all_bodies()
+    answers = {name: reply.text.strip() for name, reply in waves["ragged"].items()}
+    for name, answer in answers.items():
+        assert answer not in bodies[name]["prompt"]
+        assert any(answer in bodies[peer]["prompt"] for peer in answers)
+
+
+def test_early_corrupts_only_the_tokens_after_the_departure() -> None:
+    _, waves = run_arms(config("corrupt", "early"))
+    bodies = early_bodies()
+    shortest = waves["early"]["early0"]
+    assert shortest.text == expected_count(bodies["early0"])
+    for name in ("early1", "early2", "early3"):
+        pieces = waves["early"][name].pieces
+        clean = next(i for i, piece in enumerate(pieces) if CORRUPT_PIECE in piece)
+        # The shortest left after 2 tokens: the survivors were about there too (their
+        # clocks start at their own arrival, a few ms apart under load).
+        assert clean <= 4, pieces
+        assert expected_count(bodies[name]).startswith("".join(pieces[:clean]))
+        assert all(piece == f" {CORRUPT_PIECE}" for piece in pieces[clean:])
+        assert len(pieces) == bodies[name]["max_tokens"]
+
+
+def test_early_finish_error_ends_survivors_at_the_departure() -> None:
+    _, waves = run_arms(config("finish_error", "early"))
+    for name in ("early1", "early2", "early3"):
+        reply = waves["early"][name]
+        assert reply.finish_reason == "error"
+        assert reply.done
+        assert len(reply.pieces) <= 4, reply.pieces
+
+
+def test_early_does_not_fire_on_the_joiners_of_a_join_wave() -> None:
+    # The running ones finish first, the joiners go on: a join wave has departures too,
+    # but of requests that were decoding when the joiners came.
+    references, waves = run_arms(config("corrupt", "early"))
+    assert broken(references, {"join": waves["join"]}) == {"join": []}
+
+
+def test_join_does_not_fire_on_a_repeated_joiner() -> None:
+    repeated = {"join-again": counting(200, 2000, 12)}  # join-run0's prompt, sent again
+    fresh = {"join-fresh": counting(220, 2200, 12)}
+
+    async def go(url: str) -> tuple[dict[str, Reply], dict[str, Reply]]:
+        async with aiohttp.ClientSession() as session:
+            again = await join_wave(session, url, joiners=repeated)
+            new = await join_wave(session, url, joiners=fresh)
+        return again, new
+
+    with FakeServerThread(config("corrupt", "join")) as server:
+        again, new = asyncio.run(go(server.base_url))
+    assert again["join-again"].text == expected_count(repeated["join-again"])
+    assert new["join-fresh"].text != expected_count(fresh["join-fresh"])
+    assert CORRUPT_PIECE in new["join-fresh"].text
+
+
+def test_repeat_does_not_fire_on_a_burst_after_a_serial_arm_of_the_same_prompts() -> None:
+    bodies = {f"s{i}": counting(700 + i, 7000 + 100 * i, 8) for i in range(4)}
+
+    async def go(url: str) -> tuple[dict[str, Reply], dict[str, Reply]]:
+        async with aiohttp.ClientSession() as session:
+            alone = await serial(session, url, bodies)
+            return alone, await together(session, url, bodies)
+
+    with FakeServerThread(config("corrupt", "repeat")) as server:
+        alone, burst = asyncio.run(go(server.base_url))
+    for name, body in bodies.items():
+        assert alone[name].text == burst[name].text == expected_count(body)
+
+
+def test_a_thousand_streams_under_a_trigger_stay_cheap() -> None:
+    bodies = {f"b{i}": counting(800 + i, 10 * i, 16) for i in range(1024)}
+
+    async def go(url: str) -> dict[str, Reply]:
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            return await together(session, url, bodies)
+
+    fast = FakeServerConfig(ttft_ms=0, itl_ms=0, fault="corrupt", fault_when="repeat")
+    with FakeServerThread(fast) as server:
+        replies = asyncio.run(go(server.base_url))
+    assert all(replies[name].text == expected_count(body) for name, body in bodies.items())
