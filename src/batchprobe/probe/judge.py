@@ -30,7 +30,7 @@ def situation(s: SessionResult) -> str:
     if sit.decoding_at_arrival:
         words.append(f"joined while {sit.decoding_at_arrival} were decoding")
     elif sit.in_flight_at_arrival:
-        words.append(f"sent with {sit.in_flight_at_arrival} others")
+        words.append(f"arrived with {sit.in_flight_at_arrival} in flight")
     token = s.check.token if s.check is not None else None
     gone = [d for d in sit.departures if token is None or d.at_token <= token]
     if gone and token is not None:

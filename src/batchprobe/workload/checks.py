@@ -29,7 +29,9 @@ def token_at(pieces: list[str], char_pos: int) -> int:
 
 def _broke(kind: str, what: str, pieces: list[str], text: str, pos: int) -> SelfCheck:
     token = token_at(pieces, pos)
-    shown = text[pos : pos + _SHOW]
+    # Shown from the start of the chunk that broke, so a half number reads whole.
+    begin = sum(len(p) for p in pieces[:token]) if pieces else pos
+    shown = text[begin : begin + _SHOW]
     return SelfCheck(
         kind=kind,  # type: ignore[arg-type]
         passed=False,
