@@ -14,7 +14,8 @@ from ._run import batchprobe_run, sessions
 
 pytestmark = pytest.mark.engine
 
-TINY = ["--sessions", "4", "--haystack-tokens", "128", "--max-tokens", "16"]
+# The burst wave alone: these tests count its items (every shape: test_shapes_engines.py).
+TINY = ["--sessions", "4", "--haystack-tokens", "128", "--max-tokens", "16", "--shapes", "burst"]
 
 
 def test_seed_case_vllm_mlx_030_gemma4_fails_with_diagnosis(
@@ -102,6 +103,11 @@ def test_default_run_llama_cpp_gemma3_270m(llama_env: Installation, tmp_path: Pa
     assert widest["arm"] == "batching@8" and widest["decode_speedup"] > 1.0
     assert widest["prefill_speedup"] is not None  # reported beside the decode figure
     assert all(a["metrics"]["errors_by_kind"] == {} for a in verdict["arms"])
+    # Every shape ran, and a healthy engine raises no false alarm under any of them.
+    assert all(s["ran"] for s in verdict["shapes"]), verdict["shapes"]
+    assert verdict["verdict"]["correct"] is True, verdict["verdict"]["reasons"]
+    repeat = next(w for w in verdict["arms"][-1]["waves"] if w["shape"] == "repeat")
+    assert repeat["prefix_cache"].startswith("on (cache_prompt true")
     assert code == {"PASS": 0, "FAIL": 1}.get(verdict["verdict"]["outcome"], 2)
 
 

@@ -93,3 +93,29 @@ def test_sigint_during_an_arm_leaves_an_interrupted_verdict(tmp_path: Path) -> N
     assert data["arms"][1]["state"] == "interrupted"
     assert len(data["arms"][0]["sessions"]) == 8
     assert data["finished_at"] is not None
+
+
+def test_unknown_shape_is_a_usage_error_naming_it_and_the_allowed_values() -> None:
+    result = CliRunner().invoke(main, ["run", "--base-url", "http://x", "--shapes", "burst,nope"])
+    assert result.exit_code == 2
+    assert "--shapes" in result.output and "'nope'" in result.output
+    assert "burst, join, ragged, early, repeat, params" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_shape_the_server_cannot_do_is_an_error_naming_it_and_what_it_can(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "v.json"
+    # A buffering server delivers every token at once: join cannot be set off by progress.
+    with FakeServerThread(FakeServerConfig(ttft_ms=5, itl_ms=4, fault="buffered")) as server:
+        result = CliRunner().invoke(
+            main,
+            ["run", "--base-url", server.base_url, "--sessions", "2", "--haystack-tokens", "100",
+             "--shapes", "burst,join", "--output", str(out)],
+        )
+    assert result.exit_code == 2, result.output
+    assert "--shapes" in result.output and "join" in result.output
+    assert "allowed here: burst, ragged, early, repeat, params" in result.output
+    assert "Traceback" not in result.output
+    assert json.loads(out.read_text())["status"] == "config_error"

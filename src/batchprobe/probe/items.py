@@ -37,6 +37,10 @@ async def _context(
     cpt = None
     if "recall" in cfg.workloads:
         cpt, note = await calibrate_chars_per_token(client, run_id, cfg.prompt_style)
+    # Tokenizer questions first: llama-server drops a kept-alive connection after a stream
+    # without saying so, and discovery requests are not resent.
+    biases = await discover.bias_tokens(client)
+    per_number = await discover.tokens_per_number(client)
     ctx = ShapeContext(
         run_id=run_id,
         seed=cfg.seed,
@@ -47,8 +51,8 @@ async def _context(
         prompt_style=cfg.prompt_style,
         chars_per_token=cpt or DEFAULT_CHARS_PER_TOKEN,
         serves_chat=await discover.serves_chat(client, run_id, extra),
-        bias_tokens=await discover.bias_tokens(client),
-        tokens_per_number=await discover.tokens_per_number(client),
+        bias_tokens=biases,
+        tokens_per_number=per_number,
         sliding_window=discover.sliding_window(cfg.model),
         context_tokens=discover.context_tokens(props),
     )
