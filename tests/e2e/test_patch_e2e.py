@@ -23,7 +23,7 @@ pytestmark = pytest.mark.engine
 # its batching engine, so against simple@1 the speedup at 4 sessions swings between ~1x and
 # ~3x from run to run; against batching@1 only concurrency differs (measured ~2.8x).
 ARGS = ["--engine", "vllm-mlx==0.3.0", "--sessions", "4", "--workloads", "decode",
-        "--max-tokens", "96", "--arms", "batching@1,batching@4"]
+        "--max-tokens", "96", "--arms", "batching@1,batching@4", "--shapes", "burst"]
 
 
 def _keep(verdict_file: Path, name: str) -> None:

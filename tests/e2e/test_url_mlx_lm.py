@@ -29,7 +29,7 @@ def test_base_url_probe_of_real_mlx_lm_server(
 ) -> None:
     code, verdict, out = batchprobe_run(
         ["--base-url", mlx_lm_server, "--model", str(tiny_gemma3_dir), "--sessions", "4",
-         "--haystack-tokens", "128", "--max-tokens", "32"],
+         "--haystack-tokens", "128", "--max-tokens", "32", "--shapes", "burst"],
         tmp_path / "verdict.json",
     )
     assert verdict["status"] == "ok", out
