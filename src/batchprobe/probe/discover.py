@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
+from typing import BinaryIO
 
 from pydantic import JsonValue
 
@@ -66,10 +68,63 @@ async def tokens_per_number(client: OpenAIClient) -> float:
     return count / _COUNT_SAMPLE if count else FALLBACK_TOKENS_PER_NUMBER
 
 
+# GGUF metadata value types: fixed sizes, 8 = string, 9 = array.
+_GGUF_SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+_GGUF_INTS = {4: "<I", 5: "<i", 10: "<Q", 11: "<q"}
+_GGUF_KEYS_LIMIT = 64  # the architecture's keys come before the tokenizer's long arrays
+
+
+def _read(f: BinaryIO, fmt: str) -> int:
+    size = struct.calcsize(fmt)
+    data = f.read(size)
+    if len(data) != size:
+        raise ValueError("truncated GGUF header")
+    value: int = struct.unpack(fmt, data)[0]
+    return value
+
+
+def _skip(f: BinaryIO, kind: int) -> None:
+    if kind == 8:
+        f.seek(_read(f, "<Q"), 1)
+    elif kind == 9:
+        item, count = _read(f, "<I"), _read(f, "<Q")
+        if item in _GGUF_SIZES:
+            f.seek(_GGUF_SIZES[item] * count, 1)
+        else:
+            for _ in range(count):
+                _skip(f, item)
+    elif kind in _GGUF_SIZES:
+        f.seek(_GGUF_SIZES[kind], 1)
+    else:
+        raise ValueError(f"unknown GGUF value type {kind}")
+
+
+def gguf_sliding_window(path: Path) -> int | None:
+    """``<arch>.attention.sliding_window`` from a GGUF file's metadata, if it has one."""
+    try:
+        with path.open("rb") as f:
+            if f.read(4) != b"GGUF":
+                return None
+            _read(f, "<I")  # version
+            _read(f, "<Q")  # tensors
+            for _ in range(min(_read(f, "<Q"), _GGUF_KEYS_LIMIT)):
+                key = f.read(_read(f, "<Q")).decode("utf-8", "replace")
+                kind = _read(f, "<I")
+                if key.endswith(".attention.sliding_window") and kind in _GGUF_INTS:
+                    window = _read(f, _GGUF_INTS[kind])
+                    return window if window > 0 else None
+                _skip(f, kind)
+    except (OSError, ValueError, struct.error):
+        return None
+    return None
+
+
 def sliding_window(model: str | None) -> int | None:
-    """The model's sliding window from a local Hugging Face config, when there is one."""
+    """The model's sliding window from a local Hugging Face config or GGUF file."""
     if model is None:
         return None
+    if model.endswith(".gguf"):
+        return gguf_sliding_window(Path(model))
     config = Path(model) / "config.json"
     try:
         data = json.loads(config.read_text(encoding="utf-8"))
