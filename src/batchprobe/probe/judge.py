@@ -72,15 +72,24 @@ def _leak_sources(s: SessionResult, arm: ArmResult) -> str:
         if o.shape == s.shape and o.session != s.session and o.situation is not None
         and o.situation.params != mine and o.start_s < s.end_s and s.start_s < o.end_s
     ]
-    biased = [o for o in others if o.situation and "logit bias toward" in o.situation.params]
-    for o in biased:
-        word = o.situation.params.split("logit bias toward ", 1)[1] if o.situation else ""
-        if word and word.strip("'\"") and word.strip("'\"") in s.text:
+    for o in others:
+        forced = o.situation.bias_text if o.situation else None
+        if forced and forced.strip() and forced.strip() in s.text:
             return f"; it shows session {o.session}'s parameter ({o.situation.params})"  # type: ignore[union-attr]
     if not others:
         return ""
+    broken = s.text[_broken_at(s):]
+    sampled = [o for o in others if o.situation and o.situation.sampled]
+    if sampled and not s.situation.sampled and not any(c.isdigit() for c in broken):
+        names = ", ".join(f"session {o.session} ({o.situation.params})" for o in sampled)  # type: ignore[union-attr]
+        return f"; a greedy row that reads sampled: it shows the parameters of {names}"
     listed = ", ".join(f"session {o.session} ({o.situation.params})" for o in others[:4])  # type: ignore[union-attr]
     return f"; a parameter leak? rows in flight with other parameters: {listed}"
+
+
+def _broken_at(s: SessionResult) -> int:
+    token = s.check.token if s.check is not None and s.check.token is not None else 0
+    return sum(len(p) for p in s.pieces[:token])
 
 
 def _self_check_failure(s: SessionResult, arm: ArmResult, counting: set[int]) -> str:

@@ -140,6 +140,7 @@ async def _send(
         max_tokens=item.max_tokens,
         params=item.params.describe(),
         sampled=not item.params.greedy,
+        bias_text=item.params.bias_text,
         prefix_cache=cached,
     )
     arm.sessions.append(session)

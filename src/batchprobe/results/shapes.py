@@ -43,6 +43,7 @@ class Situation(_Model):
     max_tokens: int
     params: str = Field(description="Sampling parameters in words ('greedy', 'temperature 0.9').")
     sampled: bool = Field(default=False, description="temperature > 0: no greedy reference.")
+    bias_text: str | None = Field(default=None, description="What its logit bias forces.")
     prefix_cache: bool = Field(description="Sent with the server's prefix cache as users run it.")
 
 
