@@ -9,6 +9,7 @@ from batchprobe.workload.items import SamplingParams
 from batchprobe.workload.shapes._types import Send, ShapeContext, ShapePlan
 
 SPAN = 8
+LONGEST = 64  # 8x needs no more; longer only costs decode time
 
 
 def stop_after(first: int, tokens: float, tokens_per_number: float) -> str:
@@ -35,7 +36,7 @@ class Early:
 
     def build(self, ctx: ShapeContext) -> ShapePlan:
         rng = ctx.rng(self.name)
-        longest = max(ctx.max_tokens, SPAN * 2)
+        longest = max(min(ctx.max_tokens, LONGEST), SPAN * 2)
         shortest = max(longest // SPAN, 1)
         count = ctx.sessions
         ratio = (longest / shortest) ** (1 / (count - 1))

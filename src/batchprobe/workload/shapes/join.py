@@ -28,7 +28,7 @@ class Join:
         rng = ctx.rng(self.name)
         joiners = ctx.sessions // 2
         # Long enough that the last joiner arrives well before the running ones end.
-        max_tokens = max(min(ctx.max_tokens, 64), STEP * joiners + 16)
+        max_tokens = max(min(ctx.max_tokens, 48), STEP * joiners + 16)
         sessions = ctx.take_sessions(ctx.sessions)
         items = [
             counting_item(

@@ -9,12 +9,14 @@ SPAN = 8.0
 # Header, question and needle around the filler, in tokens: the span is of whole prompts.
 OVERHEAD_TOKENS = 40
 MIN_FILLER_TOKENS = 16
+# Enough rows to fill a batch with lengths between the extremes; more only cost prefill.
+MAX_ROWS = 6
 
 
 def lengths(ctx: ShapeContext, count: int) -> tuple[list[int], list[str]]:
     """Filler token targets, shortest to longest, and notes on how the window was met."""
     notes: list[str] = []
-    low = max(ctx.haystack_tokens // 8, MIN_FILLER_TOKENS)
+    low = max(ctx.haystack_tokens // 10, MIN_FILLER_TOKENS)
     high = max(ctx.haystack_tokens, int(SPAN * (low + OVERHEAD_TOKENS)) - OVERHEAD_TOKENS)
     window = ctx.sliding_window
     if window is not None:
@@ -42,7 +44,7 @@ def lengths(ctx: ShapeContext, count: int) -> tuple[list[int], list[str]]:
 class Ragged:
     name = "ragged"
     sends = (
-        "recall prompts sent together whose lengths span 8x or more (fractions and multiples of "
+        "up to 6 recall prompts sent together whose lengths span 8x or more (fractions and multiples of "
         "--haystack-tokens), the shortest under the model's sliding window where it has one"
     )
     checks = "own needle in every prompt, short and long (another session's = cross-talk)"
@@ -55,8 +57,9 @@ class Ragged:
 
     def build(self, ctx: ShapeContext) -> ShapePlan:
         rng = ctx.rng(self.name)
-        targets, notes = lengths(ctx, ctx.sessions)
-        sessions = ctx.take_sessions(ctx.sessions)
+        rows = min(ctx.sessions, MAX_ROWS)
+        targets, notes = lengths(ctx, rows)
+        sessions = ctx.take_sessions(rows)
         codes = ctx.new_codes(rng, len(sessions))
         items = []
         for index, (session, code, tokens) in enumerate(zip(sessions, codes, targets)):

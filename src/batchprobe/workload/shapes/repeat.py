@@ -62,7 +62,7 @@ class Repeat:
 
     def build(self, ctx: ShapeContext) -> ShapePlan:
         rng = ctx.rng(self.name)
-        tokens = max(ctx.haystack_tokens // 2, 64)
+        tokens = max(ctx.haystack_tokens // 3, 64)
         twin_sessions = ctx.take_sessions(TWINS)
         family = _family(ctx, rng, ctx.take_sessions(FAMILY), tokens)
         (resent,) = ctx.take_sessions(1)
