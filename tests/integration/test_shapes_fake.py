@@ -17,7 +17,7 @@ from batchprobe.probe.endpoint import url_provider
 from batchprobe.probe.plan import url_arms
 from batchprobe.probe.run import run_probe
 from batchprobe.results import Outcome, Report, RunConfig, Status
-from batchprobe.workload.shapes import SHAPE_NAMES
+from batchprobe.workload.shapes import SHAPE_NAMES, ShapeContext, default_shapes
 
 SESSIONS = 4
 # TTFT well above a wave's arrival spread on a loaded 2-core machine, so a wave sent together
@@ -130,10 +130,13 @@ def test_ragged_prompts_span_eight_times(tmp_path: Path) -> None:
     assert min(tokens) > 0 and max(tokens) >= 8 * min(tokens), tokens
 
 
-def test_shapes_are_seeded_and_reproducible(tmp_path: Path) -> None:
-    first = probe(tmp_path, fake(), shapes=["ragged", "params"])
-    second = probe(tmp_path, fake(), shapes=["ragged", "params"])
-    # Run nonces differ; everything the seed decides is the same.
-    assert [s.sessions for s in first.shapes] == [s.sessions for s in second.shapes]
-    lengths = [[s.prompt_tokens for s in r.arms[0].sessions] for r in (first, second)]
-    assert lengths[0] == lengths[1]
+def test_shapes_are_seeded_and_reproducible() -> None:
+    def build(seed: int) -> list[list[str]]:
+        ctx = ShapeContext(run_id="ab12cd34", seed=seed, sessions=4, haystack_tokens=200,
+                           max_tokens=24, recall_max_tokens=16, prompt_style="completion",
+                           chars_per_token=3.2, serves_chat=True)
+        registry = default_shapes()
+        return [[i.prompt for i in registry.get(n).build(ctx).items] for n in registry.names]
+
+    assert build(0) == build(0)
+    assert build(0) != build(1)
