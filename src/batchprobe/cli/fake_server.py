@@ -60,7 +60,12 @@ def _build_config(**values: object) -> FakeServerConfig:
 @click.option("--prefix-cache", is_flag=True, help="Simulate a prompt cache and serve /props.")
 @click.option("--fault", type=click.Choice(FAULT_MODES), default="none", show_default=True)
 @click.option(
-    "--fault-when", type=click.Choice(FAULT_WHEN_MODES), default="always", show_default=True
+    "--fault-when",
+    type=click.Choice(FAULT_WHEN_MODES),
+    default="always",
+    show_default=True,
+    help="Which requests the fault hits: every one, concurrent ones, or one traffic shape's "
+    "situation (join, ragged, early, repeat, params; see the README).",
 )
 @click.option(
     "--exit-after",

@@ -49,6 +49,8 @@ class Flight:
     fault_from: int | None = None
     """The ``early`` trigger: its tokens from this index on are faulted."""
     departed: bool = False
+    lengths_at_arrival: tuple[int, ...] = ()
+    """The ragged trigger: shortest and longest prompt in flight when it arrived."""
 
 
 class ServerState:
@@ -97,6 +99,8 @@ class ServerState:
             joined_decoding=self._decoding > 0,
             planned=planned,
         )
+        if self.config.fault_when == "ragged" and self._lengths:
+            flight.lengths_at_arrival = (min(self._lengths), max(self._lengths))
         self._next_seq += 1
         self._inflight[flight.seq] = flight
         self._period.append(flight)
@@ -162,7 +166,9 @@ class ServerState:
             joined = flight.joined_decoding
             return joined and not _triggers.repeated(flight.gen, self._peers(flight))
         if when == "ragged":
-            return _triggers.ragged(self._lengths.keys())
+            # Those in flight at its arrival count too: a short one may have left before a
+            # long one's prefill is done, and which does depends on arrival jitter.
+            return _triggers.ragged([*self._lengths, *flight.lengths_at_arrival])
         if when == "repeat":
             return _triggers.repeated(flight.gen, self._peers(flight))
         if when == "params":
