@@ -250,3 +250,21 @@ def test_a_thousand_streams_of_unique_prompts_set_off_no_repeat() -> None:
     with FakeServerThread(fast) as server:
         replies = asyncio.run(go(server.base_url))
     assert all(replies[name].text == expected_count(body) for name, body in bodies.items())
+
+
+def test_params_counts_an_omitted_parameter_as_its_neutral_value() -> None:
+    bodies = {
+        "plain": counting(900, 9000, 8),
+        "neutral": counting(901, 9100, 8, temperature=0.0, top_p=1.0, logit_bias={}),
+        "biased": counting(902, 9200, 8, logit_bias={FORCED_ID: 100}),
+    }
+
+    async def go(url: str, names: list[str]) -> dict[str, Reply]:
+        async with aiohttp.ClientSession() as session:
+            return await together(session, url, {name: bodies[name] for name in names})
+
+    with FakeServerThread(config("corrupt", "params")) as server:
+        alike = asyncio.run(go(server.base_url, ["plain", "neutral"]))
+        mixed = asyncio.run(go(server.base_url, ["plain", "neutral", "biased"]))
+    assert all(alike[name].text == expected_count(bodies[name]) for name in alike)
+    assert all(CORRUPT_PIECE in mixed[name].text for name in ("plain", "neutral"))
