@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 from typing import Any
 
 import aiohttp
 import pytest
 
-from batchprobe.fake import FakeServerConfig, FakeServerThread
+from batchprobe.fake import FakeServerConfig, FakeServerThread, _state
+from batchprobe.fake._requests import GenRequest, parse
 from batchprobe.fake._tokens import CORRUPT_PIECE, VOCAB
 from fake_traffic import (
     FORCED_ID,
@@ -268,3 +270,24 @@ def test_params_counts_an_omitted_parameter_as_its_neutral_value() -> None:
         mixed = asyncio.run(go(server.base_url, ["plain", "neutral", "biased"]))
     assert all(alike[name].text == expected_count(bodies[name]) for name in alike)
     assert all(CORRUPT_PIECE in mixed[name].text for name in ("plain", "neutral"))
+
+
+def test_a_busy_period_that_never_ends_forgets_its_oldest_finished_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_state, "PERIOD_LIMIT", 4)
+    state = _state.ServerState(FakeServerConfig(fault="corrupt", fault_when="repeat"))
+
+    def gen(prompt: str) -> GenRequest:
+        return parse("completions", json.dumps({"prompt": prompt}).encode())
+
+    def is_repeat(prompt: str) -> bool:
+        with state.track(gen(prompt), None, 1) as flight:
+            return state.fault_applies(flight)
+
+    with state.track(gen("the long one, in flight all along"), None, 1):
+        for i in range(10):
+            assert not is_repeat(f"prompt number {i} of the soak")
+        assert is_repeat("the long one, in flight all along")  # in flight: kept
+        assert is_repeat("prompt number 9 of the soak")  # recent: kept
+        assert not is_repeat("prompt number 0 of the soak")  # old and finished: forgotten
