@@ -23,12 +23,16 @@ def artifacts_dir() -> Path:
     return path
 
 
-def fake_verdict(folder: Path, name: str, **fake: object) -> Path:
-    """Probe the fake server with a small plan; the verdict file's path."""
+def fake_verdict(
+    folder: Path, name: str, plan: dict[str, object] | None = None, **fake: object
+) -> Path:
+    """Probe the fake server with a small plan (``plan`` overrides it); the verdict's path."""
     settings: dict[str, object] = {"ttft_ms": 5.0, "itl_ms": 4.0, **fake}
+    shape: dict[str, object] = {"sessions": 4, "haystack_tokens": 200, "max_tokens": 24,
+                                "request_timeout_s": 20.0, **(plan or {})}
     with FakeServerThread(FakeServerConfig(**settings)) as server:  # type: ignore[arg-type]
-        config = RunConfig(base_url=server.base_url, sessions=4, haystack_tokens=200,
-                           max_tokens=24, request_timeout_s=20.0, arms=url_arms(4))
+        config = RunConfig(base_url=server.base_url, **shape)  # type: ignore[arg-type]
+        config.arms = url_arms(config.sessions)
         output = folder / f"{name}.json"
         run_probe(config, output, url_provider(server.base_url))
     return output
@@ -53,6 +57,13 @@ def pass_verdict_again(verdicts_dir: Path) -> Path:
 def cross_talk_verdict(verdicts_dir: Path) -> Path:
     return fake_verdict(verdicts_dir, "fake-cross-talk", batching="continuous", slowdown=0.05,
                         fault="cross_talk", fault_when="concurrent")
+
+
+@pytest.fixture(scope="session")
+def other_items_verdict(verdicts_dir: Path) -> Path:
+    """A healthy run of a different plan: longer haystacks, so other items."""
+    return fake_verdict(verdicts_dir, "fake-other-items", {"haystack_tokens": 300},
+                        batching="continuous", slowdown=0.05)
 
 
 def keep(path: Path) -> Path:

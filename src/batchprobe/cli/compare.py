@@ -18,6 +18,7 @@ from batchprobe.report import (
     print_comparison,
     render_comparison_html,
     render_comparison_markdown,
+    stdout_console,
 )
 
 EXIT_OK, EXIT_REGRESSION, EXIT_ERROR = 0, 1, 2
@@ -61,8 +62,5 @@ def compare(verdicts: tuple[Path, ...], gate: bool, max_throughput_drop: float,
     summary = step_summary_path()
     if summary is not None:
         append_step_summary(markdown, summary)
-    out = Console()
-    if not out.is_terminal:
-        out = Console(width=160)
-    print_comparison(out, comparison)
+    print_comparison(stdout_console(), comparison)
     raise SystemExit(EXIT_REGRESSION if gate and comparison.regressions else EXIT_OK)

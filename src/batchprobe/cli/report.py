@@ -16,6 +16,7 @@ from batchprobe.report import (
     load_verdict,
     print_summary,
     render_markdown,
+    stdout_console,
     write_rendered,
 )
 
@@ -58,4 +59,4 @@ def report(verdict: Path, html_path: Path | None, md_path: Path | None,
     summary = step_summary_path()
     if summary is not None:
         append_step_summary(render_markdown(loaded), summary)
-    print_summary(Console(), loaded)
+    print_summary(stdout_console(), loaded)

@@ -25,6 +25,7 @@ from batchprobe.report import (
     parse_formats,
     print_summary,
     render_markdown,
+    stdout_console,
     write_beside,
 )
 from batchprobe.results.models import Outcome, Report, RunConfig
@@ -195,9 +196,7 @@ def run(
     if report.log_tail:
         tail = "\n".join(report.log_tail.splitlines()[-_LOG_LINES:])
         err.print(f"[dim]last lines of the engine log:\n{escape(tail)}[/]")
-    out = Console()
-    if not out.is_terminal:
-        out = Console(width=160)  # a log file or pipe: do not squeeze the table to 80 columns
+    out = stdout_console()
     print_summary(out, report, str(output))
     for path in write_beside(report, renderers, output):
         out.print(f"report written to {escape(str(path))}")

@@ -15,7 +15,12 @@ from batchprobe.report.compare import (
     check_comparable,
     compare_reports,
 )
-from batchprobe.report.console import print_comparison, print_summary, summary_table
+from batchprobe.report.console import (
+    print_comparison,
+    print_summary,
+    stdout_console,
+    summary_table,
+)
 from batchprobe.report.html import render_comparison_html, render_html
 from batchprobe.report.junit import render_junit
 from batchprobe.report.load import load_verdict
@@ -44,6 +49,7 @@ __all__ = [
     "render_html",
     "render_junit",
     "render_markdown",
+    "stdout_console",
     "summary_table",
     "write_beside",
     "write_rendered",

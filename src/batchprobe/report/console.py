@@ -15,6 +15,12 @@ from batchprobe.results.models import Outcome, Report
 _WIDTH = 160
 
 
+def stdout_console() -> Console:
+    """The console for results on stdout; a log file or pipe gets wide lines, not 80 columns."""
+    out = Console()
+    return out if out.is_terminal else Console(width=_WIDTH)
+
+
 def summary_table(report: Report) -> Table:
     table = Table(title=f"batchprobe run {report.run_id}")
     for column in ARM_COLUMNS:
