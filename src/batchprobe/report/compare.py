@@ -87,10 +87,11 @@ class RunsComparison(_Model):
 
 
 def _label(report: Report) -> str:
+    if report.config.engine:  # NAME==VERSION already
+        return report.config.engine
     env = report.environment
-    what = report.config.engine or env.server_kind or report.config.base_url or "server"
-    version = env.engine_version
-    return what if not version or version in what else f"{what} ({version})"
+    what = env.server_kind or report.config.base_url or "server"
+    return f"{what} ({env.engine_version})" if env.engine_version else what
 
 
 def check_comparable(reports: list[Report], paths: list[Path]) -> None:
