@@ -28,6 +28,7 @@ from batchprobe.report import (
     stdout_console,
     write_beside,
 )
+from batchprobe.report._error import run_error
 from batchprobe.results.models import Outcome, Report, RunConfig
 from batchprobe.results.thresholds import Thresholds
 
@@ -191,8 +192,9 @@ def run(
     listener = RichListener(err)
     with listener.progress:
         report = run_probe(config, output, provider, listener)
-    if report.error:
-        err.print(f"[red]error:[/] {escape(report.error)}")
+    message, _ = run_error(report)
+    if message:
+        err.print(f"[red]error:[/] {escape(message)}")
     if report.log_tail:
         tail = "\n".join(report.log_tail.splitlines()[-_LOG_LINES:])
         err.print(f"[dim]last lines of the engine log:\n{escape(tail)}[/]")
