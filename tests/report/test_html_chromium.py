@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,7 @@ OPEN_ALL = "document.querySelectorAll('details').forEach(d => d.open = true); tr
 
 
 async def _inspect(html: Path, name: str) -> dict[str, Any]:
-    import json
-
+    """Open ``html`` at each width: measurements, screenshots in the artefacts, the page log."""
     shots = artifacts_dir()
     found: dict[str, Any] = {}
     async with chromium_page() as page:
