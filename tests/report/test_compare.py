@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from batchprobe.cli import main
+from batchprobe.errors import NotComparable
+from batchprobe.report import compare_reports, load_verdict
 
 # The fake server's throughput moves with the shared machine's load: two healthy runs are
 # compared with a wide throughput tolerance, the default 10% is exercised on one run.
@@ -76,3 +79,12 @@ def test_runs_of_different_items_are_not_comparable(
 def test_one_verdict_is_a_usage_error(pass_verdict: Path) -> None:
     code, out = _compare(str(pass_verdict))
     assert code == 2 and "at least two" in out
+
+
+def test_not_comparable_lists_exactly_the_differing_fields(
+    pass_verdict: Path, other_items_verdict: Path
+) -> None:
+    paths = [pass_verdict, other_items_verdict]
+    with pytest.raises(NotComparable) as info:
+        compare_reports([load_verdict(p) for p in paths], paths)
+    assert info.value.fields == ["config.haystack_tokens"]

@@ -98,17 +98,18 @@ def check_comparable(reports: list[Report], paths: list[Path]) -> None:
     """:class:`NotComparable` naming every plan field that differs from the first run."""
     first = reports[0].config.model_dump(mode="json", exclude=set(MAY_DIFFER))
     differ: list[str] = []
+    fields: set[str] = set()
     for report, path in zip(reports[1:], paths[1:]):
         other = report.config.model_dump(mode="json", exclude=set(MAY_DIFFER))
         for key in sorted(first.keys() | other.keys()):
             if first.get(key) != other.get(key):
+                fields.add(f"config.{key}")
                 differ.append(f"config.{key} ({first.get(key)!r} in {paths[0]}, "
                               f"{other.get(key)!r} in {path})")
     if differ:
-        fields = [d.split(" ", 1)[0] for d in differ]
         raise NotComparable(
             "the runs are not comparable (different items or arms): " + "; ".join(differ),
-            fields=sorted(set(fields)),
+            fields=sorted(fields),
         )
 
 
