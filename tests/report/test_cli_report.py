@@ -54,6 +54,10 @@ def test_run_writes_reports_beside_the_verdict(tmp_path: Path) -> None:
     assert json.loads(out.read_text())["verdict"]["outcome"] == "PASS"
     for name in ("v.html", "v.md", "v.junit.xml"):
         assert (tmp_path / name).stat().st_size > 0, name
+    # The closing summary is the same table and verdict lines as before reports existed.
+    run_id = json.loads(out.read_text())["run_id"]
+    assert f"batchprobe run {run_id}" in result.output and "decode tok/s" in result.output
+    assert "PASS parallel=True correct=True (status ok)" in result.output
     assert "verdict written to" in result.output and "v.html" in result.output
     assert summary.read_text() == (tmp_path / "v.md").read_text() + "\n"
 
