@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+__all__ = ["atomic_path", "write_atomic"]
+
 _MODE = 0o666  # the umask applies, as for any file a program creates
 
 

@@ -17,6 +17,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+__all__ = [
+    "KILL_GRACE_S",
+    "LAUNCH_ENV",
+    "TERM_GRACE_S",
+    "group_members",
+    "launch_processes",
+    "pid_alive",
+    "stop_group",
+    "stop_launch",
+]
+
 LAUNCH_ENV = "BATCHPROBE_LAUNCH"
 TERM_GRACE_S = 10.0
 KILL_GRACE_S = 5.0

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 
 from batchprobe.cli import main
 from batchprobe.engines import doctor, launch_processes, stale_launches
-from proctools import pid_alive, procs_with
+from proctools import pid_alive, procs_with, wait_escaped
 
 SETSID_SERVER = Path(__file__).with_name("setsid_server.py")
 GONE_WITHIN_S = 8.0
@@ -66,7 +66,8 @@ def _running_arm(probe: subprocess.Popen[str], out: Path, tag: str) -> dict[str,
 
 
 def _escapee(probe: subprocess.Popen[str], tag: str, engine_pid: int) -> int:
-    (child,) = [p for p in procs_with(tag) if p not in (engine_pid, probe.pid)]
+    (child,) = wait_escaped(tag, engine_pid)  # batchprobe has a session of its own too
+    assert child not in (engine_pid, probe.pid)
     return child
 
 

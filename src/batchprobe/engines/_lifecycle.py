@@ -64,9 +64,13 @@ class RunningEngine:
         """True while the server process has not exited."""
         return self.process.poll() is None
 
-    def exit_code(self) -> int | None:
-        """The server's exit status once it has exited (negative: killed by that signal)."""
-        return self.process.poll()
+    def exit_code(self, wait: float = 0.0) -> int | None:
+        """The server's exit status once it has exited (negative: killed by that signal),
+        waiting up to ``wait`` seconds for it; None while it runs."""
+        try:
+            return self.process.wait(timeout=wait) if wait > 0 else self.process.poll()
+        except subprocess.TimeoutExpired:
+            return None
 
     def log_tail(self, lines: int = 60) -> str:
         """The last ``lines`` lines of the server log."""

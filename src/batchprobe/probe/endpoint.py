@@ -26,7 +26,8 @@ class EngineProcess:
     pid: int
     pgid: int
     launch_token: str
-    exit_code: Callable[[], int | None]
+    exit_code: Callable[[float], int | None]
+    """The exit status, waiting up to that many seconds; None while it runs."""
     log_tail: Callable[[], str]
 
 

@@ -35,6 +35,7 @@ from batchprobe.results.models import (
 from batchprobe.results.writer import write_report
 
 LLAMA_CPP = "llama.cpp"
+_EXIT_WAIT_S = 2.0
 
 
 class ProbeListener(Protocol):
@@ -240,7 +241,8 @@ def _engine_died(ep: Endpoint, arm: ArmResult, when: str) -> EngineDied | None:
     """EngineDied with the exit code and log tail when the managed engine has exited."""
     if ep.process is None:
         return None
-    code = ep.process.exit_code()
+    # It stopped answering: give an exiting process a moment to be done.
+    code = ep.process.exit_code(_EXIT_WAIT_S)
     if code is None:
         return None
     arm.engine_exit_code = code
