@@ -2,10 +2,10 @@
 
 Checked against vLLM 0.33.0's own CLI: ``python -m vllm.entrypoints.openai.api_server``
 is deprecated there (a DeprecationWarning pointing to ``vllm serve``), so batchprobe
-launches the ``vllm`` console script of the environment (``vllm serve [model_tag]``, in
-every release since 0.5, 0.11.0 included). ``--host``/``--port`` come from its
-``FrontendArgs``, ``--max-num-seqs`` and ``--seed`` from ``EngineArgs``
-(``vllm/engine/arg_utils.py``), all unchanged since 0.11.0.
+launches the ``vllm`` console script of the environment (``vllm serve [model_tag]``,
+also the documented entry point of the older releases such as 0.11.0). ``--host`` and
+``--port`` come from its ``FrontendArgs`` (``vllm/entrypoints/common/cli_args.py``),
+``--max-num-seqs`` and ``--seed`` from ``EngineArgs`` (``vllm/engine/arg_utils.py``).
 """
 
 from __future__ import annotations
