@@ -30,10 +30,12 @@ def procs_with(tag: str) -> list[int]:
     return found
 
 
-def escaped(tag: str, session: int) -> list[int]:
+def escaped(tag: str, session: int, exclude: tuple[int, ...] = ()) -> list[int]:
     """Live processes with ``tag`` in their command line that have left ``session``."""
     found = []
     for pid in procs_with(tag):
+        if pid in exclude:
+            continue
         try:
             if os.getsid(pid) != session:
                 found.append(pid)
@@ -42,9 +44,11 @@ def escaped(tag: str, session: int) -> list[int]:
     return found
 
 
-def wait_escaped(tag: str, session: int, timeout: float = 10.0) -> list[int]:
+def wait_escaped(
+    tag: str, session: int, exclude: tuple[int, ...] = (), timeout: float = 10.0
+) -> list[int]:
     """:func:`escaped`, once at least one has left (a child calls setsid after starting)."""
     deadline = time.monotonic() + timeout
-    while not escaped(tag, session) and time.monotonic() < deadline:
+    while not escaped(tag, session, exclude) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return escaped(tag, session)
+    return escaped(tag, session, exclude)

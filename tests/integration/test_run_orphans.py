@@ -66,8 +66,9 @@ def _running_arm(probe: subprocess.Popen[str], out: Path, tag: str) -> dict[str,
 
 
 def _escapee(probe: subprocess.Popen[str], tag: str, engine_pid: int) -> int:
-    (child,) = wait_escaped(tag, engine_pid)  # batchprobe has a session of its own too
-    assert child not in (engine_pid, probe.pid)
+    # batchprobe's own argv holds the tag, and it has a session of its own too.
+    (child,) = wait_escaped(tag, engine_pid, exclude=(probe.pid,))
+    assert child != engine_pid
     return child
 
 
