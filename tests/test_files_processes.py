@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from batchprobe import processes
 from batchprobe.files import atomic_path, write_atomic
 from batchprobe.processes import LAUNCH_ENV, launch_processes, stop_group, stop_launch
 from proctools import pid_alive, procs_with, wait_escaped
@@ -100,3 +101,24 @@ def test_a_process_ignoring_sigterm_is_killed_after_the_grace() -> None:
     started = time.monotonic()
     assert stop_group(proc, grace=0.5)
     assert proc.returncode == -9 and 0.5 <= time.monotonic() - started < 5
+
+
+def test_without_proc_the_launch_is_found_through_ps(monkeypatch: pytest.MonkeyPatch) -> None:
+    # macOS has no /proc: `ps -E` appends each (own) process's environment to its command.
+    listing = "\n".join([
+        f"  101   101 Ss   server --port 1 {LAUNCH_ENV}=tok PATH=/bin",
+        "  102   101 S    worker",
+        f"  103   103 Ss   daemon {LAUNCH_ENV}=tok",
+        f"  104   104 Z    zombie {LAUNCH_ENV}=tok",
+        f"  105   105 S    other {LAUNCH_ENV}=tok2",
+    ])  # fmt: skip
+
+    def fake_run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        assert argv[:3] == ["ps", "-A", "-E"]
+        return subprocess.CompletedProcess(argv, 0, stdout=listing, stderr="")
+
+    monkeypatch.setattr(processes, "_PROC", Path("/nonexistent-proc"))
+    monkeypatch.setattr(processes.subprocess, "run", fake_run)
+    assert launch_processes(101, "tok") == [101, 102, 103]
+    assert launch_processes(None, "tok") == [101, 103]
+    assert launch_processes(101) == [101, 102]
