@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+DYING_SERVER = Path(__file__).with_name("dying_server.py")
+
 
 def _run(tmp_path: Path, serve_cmd: str, *extra: str) -> tuple[int, str, dict[str, Any]]:
     out = tmp_path / "v.json"
@@ -56,7 +58,7 @@ def test_a_program_that_cannot_start_is_engine_failed_to_start(
 
 def test_an_engine_that_dies_mid_run_leaves_exit_code_and_log_tail(tmp_path: Path) -> None:
     serve = shlex.join(
-        [sys.executable, "-m", "batchprobe", "fake-server", "--port", "{port}",
+        [sys.executable, str(DYING_SERVER), "--port", "{port}",
          "--fault", "exit_after", "--exit-after", "3"]
     )  # fmt: skip
     code, stderr, data = _run(tmp_path, serve, "--arms", "batching@2")
@@ -65,4 +67,6 @@ def test_an_engine_that_dies_mid_run_leaves_exit_code_and_log_tail(tmp_path: Pat
     arm = data["arms"][0]
     assert arm["engine_exit_code"] == 3 and arm["engine_pid"] and arm["engine_launch"]
     assert "exited with code 3" in data["error"]
-    assert data["log_tail"] and "listening on" in data["log_tail"]
+    assert data["log_tail"] and "KV cache block table corrupted" in data["log_tail"]
+    (diagnosis,) = data["diagnoses"]
+    assert any("KV cache block table corrupted" in line for line in diagnosis["evidence"])
