@@ -45,7 +45,7 @@ def escaped(tag: str, session: int, exclude: tuple[int, ...] = ()) -> list[int]:
 
 
 def wait_escaped(
-    tag: str, session: int, exclude: tuple[int, ...] = (), timeout: float = 10.0
+    tag: str, session: int, exclude: tuple[int, ...] = (), timeout: float = 30.0
 ) -> list[int]:
     """:func:`escaped`, once at least one has left (a child calls setsid after starting)."""
     deadline = time.monotonic() + timeout

@@ -35,7 +35,9 @@ def stale(tmp_path: Path) -> Iterator[tuple[Path, str, subprocess.Popen[bytes]]]
         env={**os.environ, LAUNCH_ENV: token}, start_new_session=True,
     )  # fmt: skip
     record = LaunchRecord(
-        token=token, owner_pid=_dead_pid(), engine="serve-cmd user", engine_pid=orphan.pid,
+        # A start time no process has: even if the dead owner's pid is reused, it is not it.
+        token=token, owner_pid=_dead_pid(), owner_start="0", engine="serve-cmd user",
+        engine_pid=orphan.pid,
         engine_pgid=orphan.pid, argv=["my-server"], log_path="l.log", started_at="now",
     )  # fmt: skip
     write_atomic(tmp_path / "launches" / f"{token}.json", record.model_dump_json())
@@ -57,7 +59,7 @@ def test_a_stale_launch_is_listed_then_reaped(
     assert not check.ok and token in check.detail and "--reap" in check.detail
     assert orphan.poll() is None  # listing stops nothing
     assert [s.record.token for s in reap_stale(cache)] == [token]
-    assert orphan.wait(timeout=10) == -15  # SIGTERM was enough
+    assert orphan.wait(timeout=30) == -15  # SIGTERM was enough
     assert stale_launches(cache) == [] and not (cache / "launches" / f"{token}.json").exists()
 
 

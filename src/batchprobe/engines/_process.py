@@ -25,10 +25,9 @@ from pathlib import Path
 
 from batchprobe.engines._types import LOOPBACK
 from batchprobe.errors import EngineFailedToStart
-from batchprobe.processes import LAUNCH_ENV, TERM_GRACE_S, stop_launch
+from batchprobe.processes import KILL_GRACE_S, LAUNCH_ENV, TERM_GRACE_S, stop_launch
 
 _PR_SET_PDEATHSIG = 1
-_WATCHDOG_WAIT_S = 5.0
 
 
 def reserve_port(host: str = LOOPBACK) -> int:
@@ -95,6 +94,8 @@ class Launch:
 
 class _Watchdog:
     def __init__(self, token: str, grace: float, log_path: Path) -> None:
+        # Its own stop may take the whole grace and kill grace: never cut it short.
+        self._wait_s = grace + KILL_GRACE_S + 5.0
         read_end, self._write = os.pipe()  # both non-inheritable: the engine never holds them
         argv = [sys.executable, "-m", "batchprobe._watchdog", token, repr(grace)]
         try:
@@ -120,7 +121,7 @@ class _Watchdog:
             os.close(self._write)
             self._write = -1
         try:
-            self.proc.wait(timeout=_WATCHDOG_WAIT_S)
+            self.proc.wait(timeout=self._wait_s)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
