@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from click.testing import CliRunner
 
 from batchprobe.cli import main
+from batchprobe.engines import MARKER
 
 
 def test_build_tiny_gemma3(tmp_path: Path) -> None:
@@ -40,9 +42,18 @@ def test_engines_install_rejects_unknown_and_malformed() -> None:
     assert malformed.exit_code == 2 and "NAME==VERSION" in malformed.output
 
 
-def test_engines_install_reuses_a_finished_environment() -> None:
-    result = CliRunner().invoke(main, ["engines", "install", "mlx-lm"])
-    assert result.exit_code == 0 and "mlx-lm==0.32.2 ready at" in result.output
+def test_engines_install_reuses_a_finished_environment(tmp_path: Path) -> None:
+    # A finished environment (its marker) in an empty cache: install must reuse it, not build.
+    root = tmp_path / "envs" / "mlx-lm-0.32.2"
+    root.mkdir(parents=True)
+    (root / MARKER).write_text(json.dumps({"name": "mlx-lm", "version": "0.32.2"}))
+    result = CliRunner().invoke(
+        main, ["engines", "install", "mlx-lm==0.32.2", "--cache-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"mlx-lm==0.32.2 ready at {root}" in " ".join(result.output.split())
+    assert [p.name for p in root.iterdir()] == [MARKER]  # untouched: no venv was made
+    assert not (tmp_path / "logs").exists()  # a build writes its install log there first
 
 
 def test_engines_doctor(tmp_path: Path) -> None:

@@ -85,10 +85,12 @@ def list_cmd(cache_dir: Path | None) -> None:
 
 @engines.command(name="doctor")
 @_cache_option
-def doctor_cmd(cache_dir: Path | None) -> None:
-    """Check build tools, the cache and every installed environment; exit 1 if one is broken."""
+@click.option("--reap", is_flag=True, help="Stop engines left running by a batchprobe that died.")
+def doctor_cmd(cache_dir: Path | None, reap: bool) -> None:
+    """Check build tools, the cache, every installed environment and stale engine launches;
+    exit 1 if one is broken."""
     table = Table("check", "ok", "detail")
-    checks = doctor(cache_dir)
+    checks = doctor(cache_dir, reap=reap)
     for check in checks:
         table.add_row(check.subject, "ok" if check.ok else "FAIL", check.detail)
     Console().print(table)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import signal
 from pathlib import Path
 
 import click
@@ -16,6 +17,7 @@ from batchprobe.engines import DEFAULT_READY_TIMEOUT_S, get_engine
 from batchprobe.errors import BatchprobeError, ConfigError
 from batchprobe.patches import get_patch
 from batchprobe.probe.endpoint import EndpointProvider, url_provider
+from batchprobe.probe.interrupts import INTERRUPT_SIGNALS
 from batchprobe.probe.managed import EngineProvider, engine_target
 from batchprobe.probe.plan import engine_arms, parse_arms, url_arms
 from batchprobe.probe.run import run_probe
@@ -190,6 +192,11 @@ def run(
         err.print(f"[red]error:[/] {escape(str(exc))}")
         raise SystemExit(EXIT_OTHER) from exc
     listener = RichListener(err)
+    # run_probe handles these signals while it runs and restores what it found: ignored,
+    # so the tail of a burst of Ctrl-C (or a hang-up) cannot turn the exit code into
+    # click's 1 while the summary prints.
+    for sig in INTERRUPT_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     with listener.progress:
         report = run_probe(config, output, provider, listener)
     message, _ = run_error(report)

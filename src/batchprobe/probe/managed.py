@@ -18,7 +18,7 @@ from batchprobe.engines import (
 from batchprobe.errors import BatchprobeError, ConfigError, EngineError
 from batchprobe.models import resolve_model
 from batchprobe.patches import shim_dir, shim_env
-from batchprobe.probe.endpoint import Endpoint
+from batchprobe.probe.endpoint import Endpoint, EngineProcess
 from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.models import ArmSpec
 
@@ -96,6 +96,13 @@ class EngineProvider:
             is_alive=engine.is_alive,
             diagnose=explain_errors,
             patches=tuple(self.patches),
+            process=EngineProcess(
+                pid=engine.pid,
+                pgid=engine.pgid,
+                launch_token=engine.launch_token,
+                exit_code=engine.exit_code,
+                log_tail=engine.log_tail,
+            ),
         )
 
     def __call__(self, spec: ArmSpec) -> AbstractContextManager[Endpoint]:

@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import platform
 import secrets
-import signal
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
@@ -18,11 +13,11 @@ from pydantic import JsonValue
 
 from batchprobe import __version__
 from batchprobe.client import OpenAIClient, Timeouts
-from batchprobe.client import run as run_async
 from batchprobe.errors import BatchprobeError, ConfigError, EngineDied, EngineUnreachable
 from batchprobe.probe.arm import ArmContext, run_workloads, warm_up
 from batchprobe.probe.compare import compare
 from batchprobe.probe.endpoint import Endpoint, EndpointProvider
+from batchprobe.probe.interrupts import Interrupts, signals_as_interrupt
 from batchprobe.probe.items import build_items
 from batchprobe.probe.metrics import arm_metrics
 from batchprobe.probe.status import status_for
@@ -40,6 +35,7 @@ from batchprobe.results.models import (
 from batchprobe.results.writer import write_report
 
 LLAMA_CPP = "llama.cpp"
+_EXIT_WAIT_S = 2.0
 
 
 class ProbeListener(Protocol):
@@ -80,23 +76,6 @@ def new_report(config: RunConfig) -> Report:
     )
 
 
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM takes the same path as Ctrl-C, so the verdict file says 'interrupted'."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def forward(signum: int, frame: object) -> None:
-        os.kill(os.getpid(), signal.SIGINT)
-
-    previous = signal.signal(signal.SIGTERM, forward)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 class _Run:
     def __init__(
         self, config: RunConfig, output: Path, provider: EndpointProvider, listener: ProbeListener
@@ -107,6 +86,7 @@ class _Run:
         self.listener = listener
         self.report = new_report(config)
         self.ctx: ArmContext | None = None
+        self.interrupts = Interrupts()
 
     def save(self) -> None:
         write_report(self.report, self.output)
@@ -169,15 +149,28 @@ class _Run:
         arm = ArmResult(spec=spec, state="running", started_at=_now())
         self.report.arms.append(arm)
         self.save()
+        died: EngineDied | None = None
         with self.provider(spec) as ep:
             arm.engine_version = ep.engine_version
             arm.log_path = ep.log_path
             self.report.patches_applied = list(ep.patches)
             self.report.environment.engine_version = ep.engine_version
+            if ep.process is not None:
+                # On disk while the engine runs, so a stale one can be found and reaped.
+                arm.engine_pid, arm.engine_pgid = ep.process.pid, ep.process.pgid
+                arm.engine_launch = ep.process.launch_token
+                self.save()
             try:
-                run_async(self._arm(ep, arm))
+                self.interrupts.run(self._arm(ep, arm))
+            except EngineUnreachable as exc:
+                died = _engine_died(ep, arm, f"during arm {spec.name}")
+                if died is None:
+                    raise
+                raise died from exc
             finally:
                 self._diagnose(ep, arm)
+            if arm.server_alive_after is False:
+                died = _engine_died(ep, arm, f"after arm {spec.name}")
             arm.served_model = self.report.environment.served_model
             uncontrolled = ep.cache_control != "restart" and (
                 self.report.environment.server_kind != LLAMA_CPP
@@ -192,6 +185,8 @@ class _Run:
         arm.state = "done"
         self.listener.arm_finished(arm)
         self.save()
+        if died is not None:
+            raise died
         if arm.server_alive_after is False:
             raise EngineDied(f"the server stopped answering after arm {spec.name}")
 
@@ -242,6 +237,20 @@ class _Run:
         self.save()
 
 
+def _engine_died(ep: Endpoint, arm: ArmResult, when: str) -> EngineDied | None:
+    """EngineDied with the exit code and log tail when the managed engine has exited."""
+    if ep.process is None:
+        return None
+    # It stopped answering: give an exiting process a moment to be done.
+    code = ep.process.exit_code(_EXIT_WAIT_S)
+    if code is None:
+        return None
+    arm.engine_exit_code = code
+    how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+    where = f"; log: {ep.log_path}" if ep.log_path else ""
+    return EngineDied(f"the engine {how} {when}{where}", log_tail=ep.process.log_tail())
+
+
 def _warn_once(report: Report, message: str) -> None:
     if message not in report.warnings:
         report.warnings.append(message)
@@ -268,7 +277,7 @@ def run_probe(
     # Anything not caught below propagates with its traceback; the file still says "error".
     status = Status.ERROR
     error: str | None = "unexpected internal error (see the traceback)"
-    with sigterm_as_interrupt():
+    with signals_as_interrupt() as run.interrupts:
         try:
             for spec in config.arms:
                 run.run_arm(spec)

@@ -167,6 +167,18 @@ class ArmResult(_Model):
     engine_version: str | None = None
     served_model: str | None = None
     log_path: str | None = Field(default=None, description="The engine's log for this arm.")
+    engine_pid: int | None = Field(default=None, description="The managed engine's pid.")
+    engine_pgid: int | None = Field(default=None, description="The managed engine's process group.")
+    engine_launch: str | None = Field(
+        default=None,
+        description="The launch token: every process of the launch has BATCHPROBE_LAUNCH=<it> "
+        "in its environment (see `batchprobe engines doctor`).",
+    )
+    engine_exit_code: int | None = Field(
+        default=None,
+        description="The managed engine's exit status if it exited during the arm "
+        "(negative: killed by that signal).",
+    )
     error: str | None = None
     warnings: list[str] = Field(default_factory=list)
 
