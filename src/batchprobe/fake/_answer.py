@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from batchprobe.fake import _json, _tokens
+from batchprobe import _json
+from batchprobe.fake import _tokens
 from batchprobe.fake._requests import GenRequest
 
 
@@ -23,6 +24,22 @@ class Answer:
 
 
 ERROR_ANSWER = Answer((), (), (), "error")
+
+# ignore_max_tokens answers this many times max_tokens (at least RUNAWAY_MIN_TOKENS), far past
+# any client's patience; the repeated tuples share their strings, so it costs the server little.
+RUNAWAY_FACTOR = 64
+RUNAWAY_MIN_TOKENS = 1 << 16
+
+
+def runaway(answer: Answer, max_tokens: int) -> Answer:
+    """``answer`` repeated far beyond ``max_tokens``: a server whose stop condition is broken."""
+    if not answer.texts:
+        return answer
+    total = max(RUNAWAY_FACTOR * max_tokens, RUNAWAY_MIN_TOKENS)
+    times = -(-total // len(answer.texts))
+    return Answer(
+        answer.texts * times, answer.encoded * times, answer.logprobs * times, "length"
+    )
 
 
 def recall_answer(gen: GenRequest, code: str) -> Answer:

@@ -9,13 +9,19 @@ from typing import Any
 
 from aiohttp import web
 
-from batchprobe.fake import _json
-from batchprobe.fake._answer import ERROR_ANSWER, Answer, decode_answer, recall_answer
+from batchprobe import _json
+from batchprobe.fake._answer import (
+    ERROR_ANSWER,
+    Answer,
+    decode_answer,
+    recall_answer,
+    runaway,
+)
 from batchprobe.fake._clock import TokenClock, run_clock, sleep_until
 from batchprobe.fake._encode import DONE, Encoder, usage
 from batchprobe.fake._requests import Api, BadRequest, GenRequest, parse
 from batchprobe.fake._state import STATE_KEY, Flight, ServerState
-from batchprobe.fake._stream import StreamPlan, stream_fault, write_stream
+from batchprobe.fake._stream import StreamPlan, huge_text_event, stream_fault, write_stream
 from batchprobe.fake._tokens import corrupt_code
 from batchprobe.workload.needle import find_needle_code
 
@@ -94,6 +100,8 @@ async def _reply(
         await asyncio.get_running_loop().create_future()  # never answered; cancelled at shutdown
     if faulted and config.fault == "http_500":
         return error_response(500, "fake engine failure (fault http_500)", "server_error")
+    if faulted and config.fault == "drop_after_read":
+        return _drop(request)
     answer = _answer(state, gen, flight, faulted)
     encoder = Encoder(
         gen, model_id=config.model_id, request_id=f"fake{flight.seq:06d}", created=int(time.time())
@@ -106,6 +114,9 @@ async def _reply(
         plan = StreamPlan(answer, clock, encoder, tail, fault)
         return await write_stream(request, plan, headers)
     await run_clock(clock, len(answer.texts))
+    if faulted and config.fault == "huge_event":
+        huge = b"".join((b'{"choices":[{"index":0,"text":"', *huge_text_event()[1:-1], b'"}]}'))
+        return web.Response(body=huge, content_type="application/json", headers=headers)
     body = encoder.body(answer, usage_body)
     if faulted and config.fault in ("malformed_sse", "truncated_stream"):
         return await _broken_body(request, body, config.fault, headers)
@@ -127,13 +138,22 @@ def _answer(state: ServerState, gen: GenRequest, flight: Flight, faulted: bool) 
     if fault == "finish_error":
         return ERROR_ANSWER
     if flight.code is None:
-        return decode_answer(gen, corrupt=fault == "corrupt")
-    code = flight.code
-    if fault == "cross_talk":
-        code = state.other_code(flight) or code
-    if fault == "corrupt":
-        code = corrupt_code(code)
-    return recall_answer(gen, code)
+        answer = decode_answer(gen, corrupt=fault == "corrupt")
+    else:
+        code = flight.code
+        if fault == "cross_talk":
+            code = state.other_code(flight) or code
+        if fault == "corrupt":
+            code = corrupt_code(code)
+        answer = recall_answer(gen, code)
+    return runaway(answer, gen.max_tokens) if fault == "ignore_max_tokens" else answer
+
+
+def _drop(request: web.Request) -> web.StreamResponse:
+    """drop_after_read: the request was read; close the connection without a byte of reply."""
+    if request.transport is not None:
+        request.transport.close()
+    return web.Response()
 
 
 def _echo_headers(request: web.Request) -> dict[str, str]:

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from batchprobe.fake import _json
+from batchprobe import _json
 
 Api = Literal["completions", "chat"]
 DEFAULT_MAX_TOKENS = 16
