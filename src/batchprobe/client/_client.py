@@ -234,15 +234,16 @@ async def _read_body(resp: aiohttp.ClientResponse, limit: int, first: bytes = b"
     """The whole body, or a malformed-stream fault as soon as it passes ``limit`` bytes."""
     if resp.content_length is not None and resp.content_length > limit:
         raise _too_large(resp.content_length, limit)
-    parts, size = [first], len(first)
+    parts, size = [], 0
+    data = first
     while True:
-        data = await resp.content.readany()
-        if not data:
-            return b"".join(parts)
         size += len(data)
         if size > limit:
             raise _too_large(size, limit)
         parts.append(data)
+        data = await resp.content.readany()
+        if not data:
+            return b"".join(parts)
 
 
 def _too_large(size: int, limit: int) -> Fault:
