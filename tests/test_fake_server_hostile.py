@@ -55,9 +55,9 @@ def test_ignore_max_tokens_answers_far_beyond_it(stream: bool) -> None:
     assert isinstance(reply, tuple) and reply[0] == 200
     raw = reply[1]
     if stream:
-        assert raw.count(b'"text":') >= 1 << 16
+        assert raw.count(b'"text":') >= 1 << 12
     else:
-        assert b'"completion_tokens":65536' in raw
+        assert b'"completion_tokens":4096' in raw
 
 
 def test_huge_event_sends_one_50_mb_line() -> None:

@@ -28,7 +28,7 @@ ERROR_ANSWER = Answer((), (), (), "error")
 # ignore_max_tokens answers this many times max_tokens (at least RUNAWAY_MIN_TOKENS), far past
 # any client's patience; the repeated tuples share their strings, so it costs the server little.
 RUNAWAY_FACTOR = 64
-RUNAWAY_MIN_TOKENS = 1 << 16
+RUNAWAY_MIN_TOKENS = 1 << 12
 
 
 def runaway(answer: Answer, max_tokens: int) -> Answer:
