@@ -10,7 +10,8 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from batchprobe.cli._render import RichListener, print_summary
+from batchprobe.cli._render import RichListener
+from batchprobe.cli.report import step_summary_path
 from batchprobe.engines import DEFAULT_READY_TIMEOUT_S, get_engine
 from batchprobe.errors import BatchprobeError, ConfigError
 from batchprobe.patches import get_patch
@@ -18,6 +19,16 @@ from batchprobe.probe.endpoint import EndpointProvider, url_provider
 from batchprobe.probe.managed import EngineProvider, engine_target
 from batchprobe.probe.plan import engine_arms, parse_arms, url_arms
 from batchprobe.probe.run import run_probe
+from batchprobe.report import (
+    Renderer,
+    append_step_summary,
+    parse_formats,
+    print_summary,
+    render_markdown,
+    stdout_console,
+    write_beside,
+)
+from batchprobe.report._error import run_error
 from batchprobe.results.models import Outcome, Report, RunConfig
 from batchprobe.results.thresholds import Thresholds
 
@@ -86,6 +97,9 @@ def _config_error(exc: ValidationError) -> ConfigError:
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
               default=Path("verdict.json"), show_default=True,
               help="The verdict file; engine logs go to a folder beside it.")
+@click.option("--report", "report_formats", default=None,
+              help="Also write these reports beside the verdict: comma-separated html, md, "
+                   "junit, console (verdict.html, verdict.md, verdict.junit.xml, verdict.txt).")
 def run(
     base_url: str | None,
     engine: str | None,
@@ -108,6 +122,7 @@ def run(
     ready_timeout: float,
     cache_dir: Path | None,
     output: Path,
+    report_formats: str | None,
 ) -> None:
     """Probe whether batching is parallel AND correct; write the verdict file.
 
@@ -125,6 +140,7 @@ def run(
             raise ConfigError("--base-url", f"{base_url!r} is not an http:// or https:// URL")
         for name in patches:
             get_patch(name)
+        renderers: list[Renderer] = parse_formats(report_formats) if report_formats else []
         provider: EndpointProvider
         if managed:
             ref, model_path = engine_target(engine, model, cache_dir)
@@ -176,13 +192,17 @@ def run(
     listener = RichListener(err)
     with listener.progress:
         report = run_probe(config, output, provider, listener)
-    if report.error:
-        err.print(f"[red]error:[/] {escape(report.error)}")
+    message, _ = run_error(report)
+    if message:
+        err.print(f"[red]error:[/] {escape(message)}")
     if report.log_tail:
         tail = "\n".join(report.log_tail.splitlines()[-_LOG_LINES:])
         err.print(f"[dim]last lines of the engine log:\n{escape(tail)}[/]")
-    out = Console()
-    if not out.is_terminal:
-        out = Console(width=160)  # a log file or pipe: do not squeeze the table to 80 columns
+    out = stdout_console()
     print_summary(out, report, str(output))
+    for path in write_beside(report, renderers, output):
+        out.print(f"report written to {escape(str(path))}")
+    summary = step_summary_path()
+    if summary is not None:
+        append_step_summary(render_markdown(report), summary)
     raise SystemExit(exit_code(report))
