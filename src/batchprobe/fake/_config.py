@@ -14,6 +14,10 @@ Fault = Literal[
     "cross_talk",
     "corrupt",
     "busy_503",
+    # Client-hardening faults: a request read then dropped, a runaway stream, one huge event.
+    "drop_after_read",
+    "ignore_max_tokens",
+    "huge_event",
     "exit_after",
     "hang",
     "malformed_sse",

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from batchprobe.fake import _json
+from batchprobe import _json
 
 Api = Literal["completions", "chat"]
 DEFAULT_MAX_TOKENS = 16
@@ -157,9 +157,11 @@ class _TokenizeBody(BaseModel):
 def parse_tokenize(raw: bytes) -> str:
     """The text of a llama.cpp-style ``POST /tokenize`` body ``{"content": str}``."""
     try:
-        return _TokenizeBody.model_validate(_json.loads(raw)).content
+        data = _json.loads(raw)
     except _json.JSONDecodeError as exc:
         raise BadRequest("body", f"not valid JSON ({exc})") from exc
+    try:
+        return _TokenizeBody.model_validate(data).content
     except ValidationError as exc:
         raise BadRequest("content", exc.errors()[0]["msg"]) from exc
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from batchprobe.client.types import ErrorKind, RequestError
+from batchprobe.client.types import ErrorKind, RequestError, chunk_texts
 from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.thresholds import Thresholds
 
@@ -78,7 +78,15 @@ class SessionResult(_Model):
     )
     answer_excerpt: str = ""
     text: str = Field(default="", description="The whole generated text (for greedy comparison).")
-    pieces: list[str] = Field(default_factory=list, description="Generated text, chunk by chunk.")
+    chunk_ends: list[int] = Field(
+        default_factory=list,
+        description="End offset in text of each streamed chunk (the output is stored once).",
+    )
+    retries: list[str] = Field(
+        default_factory=list,
+        description="Why the request was sent again (at most once, only when it provably "
+        "never reached the server: a kept-alive connection the server had closed).",
+    )
     logprobs: list[float] | None = Field(
         default=None, description="Chosen-token logprobs (with --logprobs, where supported)."
     )
@@ -99,6 +107,11 @@ class SessionResult(_Model):
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def pieces(self) -> list[str]:
+        """The generated text chunk by chunk, derived from ``text`` and ``chunk_ends``."""
+        return chunk_texts(self.text, self.chunk_ends)
 
     @property
     def outcome(self) -> SessionOutcome:
