@@ -156,8 +156,12 @@ class OpenAIClient:
             error = classify(exc, self.timeouts)
         return parser.record(req.request_id, started, perf_counter(), error)
 
+    def request_body(self, req: CompletionRequest) -> dict[str, Any]:
+        """The exact JSON body ``complete(req)`` sends (recorded in the verdict)."""
+        return request_body(req, self.model)
+
     async def _exchange(self, req: CompletionRequest, parser: ReplyParser) -> None:
-        body = dumps(request_body(req, self.model))
+        body = dumps(self.request_body(req))
         headers = request_headers(req.request_id, self._api_key)
         for attempt in range(_STALE_RETRIES + 1):
             try:
