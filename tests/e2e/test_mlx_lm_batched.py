@@ -51,6 +51,8 @@ def test_mlx_lm_concurrent_arm_is_batched_without_a_seed(
     assert all(s["error"] is None for s in batched), out
     # 4 sessions decoding together: every pair of windows overlaps (6 pairs).
     assert _overlapping_pairs(batched) >= 5, batched
+    print(f"no seed: {_overlapping_pairs(batched)}/6 decode windows overlap, "
+          f"{arm['metrics']['decode_tokens_per_s']:.1f} tok/s")  # fmt: skip
 
     _, seeded, out = batchprobe_run([*model, *ARGS, "--request-seed", "0"], tmp_path / "seed.json")
     assert seeded["status"] == "ok", out
@@ -58,3 +60,4 @@ def test_mlx_lm_concurrent_arm_is_batched_without_a_seed(
     one_at_a_time = sessions(seeded, "batching@4")
     assert all(s["error"] is None for s in one_at_a_time), out
     assert _overlapping_pairs(one_at_a_time) == 0, one_at_a_time
+    print(f"seeded: 0/6 overlap, {seeded['arms'][0]['metrics']['decode_tokens_per_s']:.1f} tok/s")
