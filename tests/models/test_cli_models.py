@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from batchprobe.cli import main
+from batchprobe.engines import MARKER, find_installation
 
 
 @pytest.mark.engine  # builds with the mlx-lm environment (~1.5 min)
@@ -43,9 +44,17 @@ def test_engines_install_rejects_unknown_and_malformed() -> None:
     assert malformed.exit_code == 2 and "NAME==VERSION" in malformed.output
 
 
+@pytest.mark.engine  # installs mlx-lm into the cache when it is not there yet
 def test_engines_install_reuses_a_finished_environment() -> None:
-    result = CliRunner().invoke(main, ["engines", "install", "mlx-lm"])
-    assert result.exit_code == 0 and "mlx-lm==0.32.2 ready at" in result.output
+    first = CliRunner().invoke(main, ["engines", "install", "mlx-lm"])
+    assert first.exit_code == 0 and "mlx-lm==0.32.2 ready at" in first.output
+    marker = find_installation("mlx-lm")
+    assert marker is not None
+    stamp = (marker.root / MARKER).stat().st_mtime_ns
+    again = CliRunner().invoke(main, ["engines", "install", "mlx-lm"])
+    assert again.exit_code == 0 and "mlx-lm==0.32.2 ready at" in again.output
+    # Reused, not rebuilt: the completion marker of the finished environment is untouched.
+    assert (marker.root / MARKER).stat().st_mtime_ns == stamp
 
 
 def test_engines_doctor(tmp_path: Path) -> None:
