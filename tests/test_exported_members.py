@@ -15,6 +15,7 @@ PACKAGES = [
     "batchprobe.models",
     "batchprobe.patches",
     "batchprobe.probe",
+    "batchprobe.report",
     "batchprobe.results",
 ]
 

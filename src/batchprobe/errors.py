@@ -14,6 +14,8 @@ original, and turned into exit codes and one clear line at the CLI boundary only
     │   │   └── EngineExitedEarly      ... because the process exited
     │   └── EngineDied             was ready, then stopped answering
     ├── ProbeInterrupted       SIGINT/SIGTERM during a run
+    ├── ReportError            a verdict file that cannot be read (corrupt, truncated, newer)
+    │   └── NotComparable          verdicts of different plans given to `compare`
     └── BridgeError            the git-bus bridge
         └── ManifestError          a request manifest failed validation
 """
@@ -34,7 +36,9 @@ __all__ = [
     "EngineNotInstalled",
     "EngineUnreachable",
     "ManifestError",
+    "NotComparable",
     "ProbeInterrupted",
+    "ReportError",
 ]
 
 
@@ -118,3 +122,15 @@ class ManifestError(BridgeError):
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         super().__init__(f"{field}: {message}")
+
+
+class ReportError(BatchprobeError):
+    """A verdict file given to `report` or `compare` cannot be read. Names the file."""
+
+
+class NotComparable(ReportError):
+    """Verdicts from different plans (items, arms, workloads). ``fields`` are those that differ."""
+
+    def __init__(self, message: str, *, fields: list[str]) -> None:
+        self.fields = fields
+        super().__init__(message)

@@ -13,6 +13,8 @@ from batchprobe.cli._boundary import Boundary
 # and calls the library. Kept as names so `batchprobe --help` stays fast.
 _COMMANDS = (
     ("batchprobe.cli.run", "run"),
+    ("batchprobe.cli.report", "report"),
+    ("batchprobe.cli.compare", "compare"),
     ("batchprobe.cli.schema", "schema"),
     ("batchprobe.cli.fake_server", "fake_server"),
     ("batchprobe.cli.engines", "engines"),

@@ -16,8 +16,19 @@ from rich.markup import escape
 
 from batchprobe.cli._boundary import EXIT_OTHER, set_exit_code
 from batchprobe.cli._options import model_option
-from batchprobe.cli._render import RichListener, print_summary
+from batchprobe.cli._render import RichListener
+from batchprobe.cli.report import step_summary_path
 from batchprobe.probe import plan_run, run_plan
+from batchprobe.report import (
+    Renderer,
+    append_step_summary,
+    parse_formats,
+    print_summary,
+    render_markdown,
+    stdout_console,
+    write_beside,
+)
+from batchprobe.report._error import run_error
 from batchprobe.results.models import Outcome, Report, RunConfig
 from batchprobe.results.thresholds import Thresholds
 
@@ -66,6 +77,9 @@ _OPTIONS = [
                       "~/.cache/batchprobe)."),
     click.option("--output", "-o", type=click.Path(path_type=Path), default=Path("verdict.json"),
                  show_default=True, help="The verdict file; engine logs go to a folder beside it."),
+    click.option("--report", "report_formats", default=None,
+                 help="Also write these reports beside the verdict: comma-separated html, md, "
+                      "junit, console (verdict.html, verdict.md, verdict.junit.xml, verdict.txt)."),
 ]  # fmt: skip
 
 
@@ -86,6 +100,8 @@ def run(**options: Any) -> None:
     Exit codes: 0 PASS, 1 FAIL, 2 INCONCLUSIVE, the run could not finish, or a usage error.
     """
     err = Console(stderr=True)
+    formats = options.pop("report_formats")
+    renderers: list[Renderer] = parse_formats(formats) if formats else []
     given = {k: v for k, v in options.items() if v is not None and v is not False}
     plan = plan_run(
         **given, on_install_step=lambda text: err.print(f"  installing: {escape(text)}")
@@ -93,15 +109,19 @@ def run(**options: Any) -> None:
     listener = RichListener(err)
     with listener.progress:
         report = run_plan(plan, listener)
-    if report.error:
-        err.print(f"[red]error:[/] {escape(report.error.message)}")
+    message, _ = run_error(report)
+    if message:
+        err.print(f"[red]error:[/] {escape(message)}")
     if report.log_tail:
         tail = "\n".join(report.log_tail.splitlines()[-_LOG_LINES:])
         err.print(f"[dim]last lines of the engine log:\n{escape(tail)}[/]")
     code = exit_code(report)
     set_exit_code(code)
-    out = Console()
-    if not out.is_terminal:
-        out = Console(width=160)  # a log file or pipe: do not squeeze the table to 80 columns
+    out = stdout_console()
     print_summary(out, report, str(plan.output))
+    for path in write_beside(report, renderers, plan.output):
+        out.print(f"report written to {escape(str(path))}")
+    summary = step_summary_path()
+    if summary is not None:
+        append_step_summary(render_markdown(report), summary)
     raise SystemExit(code)

@@ -56,6 +56,7 @@ def to_session(
         session=item.session,
         request_id=rec.request_id,
         error=rec.error,
+        prompt_head=item.prompt[:_EXCERPT],
         expected_code=item.expected_code,
         answer_excerpt=rec.text[:_EXCERPT],
         text=rec.text,

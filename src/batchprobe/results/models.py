@@ -47,6 +47,16 @@ class Outcome(str, Enum):
     INCONCLUSIVE = "INCONCLUSIVE"
 
 
+class SessionOutcome(str, Enum):
+    """One session's outcome on its own: the session grid's colours."""
+
+    HIT = "hit"
+    MISS = "miss"
+    CROSS_TALK = "cross_talk"
+    ERROR = "error"
+    ANSWERED = "answered"  # decode: an answer, judged only against the baseline's
+
+
 class ArmSpec(_Model):
     """One arm: a server configuration (``mode``, None for a plain URL) and a concurrency."""
 
@@ -63,6 +73,7 @@ class SessionResult(_Model):
     session: int = Field(description="Index of the item; the same item has the same index in every arm.")
     request_id: str
     error: RequestError | None = None
+    prompt_head: str = Field(default="", description="The first characters of the prompt.")
     expected_code: str | None = Field(default=None, description="recall: this session's needle")
     hit: bool | None = Field(default=None, description="recall: own code found in the answer")
     cross_talk_from: list[int] = Field(
@@ -91,6 +102,17 @@ class SessionResult(_Model):
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def outcome(self) -> SessionOutcome:
+        """What the session shows on its own (greedy divergence is a comparison, not here)."""
+        if self.error is not None:
+            return SessionOutcome.ERROR
+        if self.cross_talk_from:
+            return SessionOutcome.CROSS_TALK
+        if self.hit is None:
+            return SessionOutcome.ANSWERED
+        return SessionOutcome.HIT if self.hit else SessionOutcome.MISS
 
     @property
     def ttft_s(self) -> float | None:
@@ -181,6 +203,12 @@ class ArmComparison(_Model):
         default=None,
         description="Largest |logprob difference| over the tokens both arms generated alike.",
     )
+
+    def divergence(self, workload: Workload, session: int) -> Divergence | None:
+        """The first difference of this session's greedy output from the baseline's, if any."""
+        return next(
+            (d for d in self.divergences if d.workload == workload and d.session == session), None
+        )
 
 
 class Verdict(_Model):
@@ -311,3 +339,10 @@ class Report(_Model):
     warnings: list[str] = Field(default_factory=list)
     error: RunError | None = Field(default=None, description="Why the run stopped early.")
     log_tail: str | None = Field(default=None, description="Engine log tail when it failed.")
+
+    def arm(self, name: str) -> ArmResult | None:
+        return next((a for a in self.arms if a.spec.name == name), None)
+
+    def comparison(self, arm: str) -> ArmComparison | None:
+        """The arm's comparison with the baseline (None for the baseline itself)."""
+        return next((c for c in self.comparisons if c.arm == arm), None)
