@@ -22,6 +22,8 @@ original, and turned into exit codes and one clear line at the CLI boundary only
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 __all__ = [
     "BatchprobeError",
     "BridgeError",
@@ -50,6 +52,18 @@ class ConfigError(BatchprobeError):
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         super().__init__(f"{field}: {message}")
+
+    @classmethod
+    def from_validation(cls, exc: ValidationError) -> ConfigError:
+        """The first problem of a pydantic validation, named by its field (the CLI spells the
+        field as its option: ``min_speedup`` is ``--min-speedup``)."""
+        first = exc.errors()[0]
+        names = [p for p in first["loc"] if isinstance(p, str)]
+        message = first["msg"].removeprefix("Value error, ")
+        got = first.get("input")
+        if not isinstance(got, (dict, list)) and repr(got) not in message:
+            message += f" (got {got!r})"
+        return cls(names[-1] if names else "config", message)
 
 
 class EngineError(BatchprobeError):

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from batchprobe.cli import main
 from batchprobe.engines import MARKER
 
 
+@pytest.mark.engine  # builds with the mlx-lm environment (~1.5 min)
 def test_build_tiny_gemma3(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["models", "build-tiny", "gemma3", str(tmp_path / "tiny")])
     assert result.exit_code == 0, result.output
@@ -23,6 +25,7 @@ def test_build_tiny_rejects_unknown_family(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "gemma3" in result.output and "gemma4" in result.output
 
 
+@pytest.mark.engine  # assembles the 253 MB GGUF into the cache on first use
 def test_resolve_alias() -> None:
     result = CliRunner().invoke(main, ["models", "resolve", "gemma3-270m"])
     assert result.exit_code == 0 and result.output.strip().endswith(".gguf")

@@ -57,6 +57,7 @@ def test_cli_exits_2_with_one_clear_line(
                                                                    str(path)]
         result = CliRunner().invoke(main, args)
         assert result.exit_code == 2, (name, result.output)
-        flat = " ".join(result.output.split())
-        assert flat.startswith("error:") and str(path) in flat and says in flat, name
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"batchprobe {command}: "), (name, lines)
+        assert str(path) in lines[0] and says in lines[0], name
         assert "Traceback" not in result.output

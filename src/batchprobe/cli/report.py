@@ -9,7 +9,6 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from batchprobe.errors import ReportError
 from batchprobe.report import (
     append_step_summary,
     builtin_renderers,
@@ -20,7 +19,6 @@ from batchprobe.report import (
     write_rendered,
 )
 
-EXIT_ERROR = 2
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
 
@@ -46,11 +44,7 @@ def report(verdict: Path, html_path: Path | None, md_path: Path | None,
     Exit codes: 0 rendered, 2 the verdict file cannot be read.
     """
     err = Console(stderr=True)
-    try:
-        loaded = load_verdict(verdict)
-    except ReportError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}")
-        raise SystemExit(EXIT_ERROR) from exc
+    loaded = load_verdict(verdict)  # a ReportError is exit 2 and one line (cli/_boundary.py)
     registry = builtin_renderers()
     for name, path in (("html", html_path), ("md", md_path), ("junit", junit_path)):
         if path is not None:

@@ -174,10 +174,14 @@ class OpenAIClient:
             error = classify(exc, self.timeouts)
         return parser.record(req.request_id, started, perf_counter(), error, retries)
 
+    def request_body(self, req: CompletionRequest) -> dict[str, Any]:
+        """The exact JSON body ``complete(req)`` sends (recorded in the verdict)."""
+        return request_body(req, self.model)
+
     async def _exchange(self, req: CompletionRequest, parser: ReplyParser, retries: list[str]) -> None:
         """Send once; again at most once, and only when the first send provably never reached
         the server (``never_sent``); each such retry is recorded in ``retries``."""
-        body = dumps(request_body(req, self.model))
+        body = dumps(self.request_body(req))
         headers = request_headers(req.request_id, self._api_key)
         while True:
             attempt = Attempt()

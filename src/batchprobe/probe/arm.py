@@ -12,7 +12,7 @@ from functools import cached_property
 from pydantic import JsonValue
 
 from batchprobe.client import OpenAIClient
-from batchprobe.client.types import CompletionRequest, RequestRecord
+from batchprobe.client.types import CompletionRequest, ErrorKind, RequestRecord
 from batchprobe.results.models import ArmResult, PromptStyle, SessionResult
 from batchprobe.results.thresholds import Thresholds
 from batchprobe.workload.items import WorkItem
@@ -27,9 +27,10 @@ class ArmContext:
 
     run_id: str
     prompt_style: PromptStyle
-    seed: int
     thresholds: Thresholds
     items: list[WorkItem]
+    request_seed: int | None = None
+    liveness_timeout_s: float = 20.0
     extra_body: dict[str, JsonValue] = field(default_factory=dict)
     logprobs: int | None = None
     on_session: Callable[[ArmResult, SessionResult], None] = lambda arm, s: None
@@ -83,34 +84,71 @@ def to_session(
 
 
 def _request(item: WorkItem, arm: str, ctx: ArmContext) -> CompletionRequest:
+    # What an ordinary client sends: greedy by temperature 0 alone. No seed unless asked for:
+    # mlx-lm, for one, serves every seeded request on its one-at-a-time path.
     return CompletionRequest(
         request_id=f"{ctx.run_id}-{arm}-{item.workload}-{item.session}",
         api="chat" if ctx.prompt_style == "chat" else "completions",
         prompt=item.prompt,
         max_tokens=item.max_tokens,
         temperature=0.0,
-        seed=ctx.seed,
+        seed=ctx.request_seed,
         logprobs=ctx.logprobs,
         extra_body=dict(ctx.extra_body),
     )
 
 
-async def warm_up(client: OpenAIClient, arm: str, ctx: ArmContext) -> RequestRecord:
+def _side_request(arm: str, ctx: ArmContext, purpose: str, max_tokens: int) -> CompletionRequest:
     """An unmeasured request with its own prompt, so nothing it caches helps a measured one."""
-    request = CompletionRequest(
-        request_id=f"{ctx.run_id}-{arm}-warmup",
+    return CompletionRequest(
+        request_id=f"{ctx.run_id}-{arm}-{purpose}",
         api="chat" if ctx.prompt_style == "chat" else "completions",
-        prompt=f"[warm-up {ctx.run_id} {arm}] The weather today is",
-        max_tokens=4,
+        prompt=f"[{purpose} {ctx.run_id} {arm}] The weather today is",
+        max_tokens=max_tokens,
+        temperature=0.0,
+        seed=ctx.request_seed,
         extra_body=dict(ctx.extra_body),
     )
-    return await client.complete(request)
+
+
+async def warm_up(client: OpenAIClient, arm: str, ctx: ArmContext) -> RequestRecord:
+    return await client.complete(_side_request(arm, ctx, "warm-up", max_tokens=4))
+
+
+# Failures that mean nothing generates any more; an HTTP error or finish_reason "error" is
+# still an answer (the arm's errors already judge those).
+_DEAD = frozenset(
+    {
+        ErrorKind.CONNECT_ERROR,
+        ErrorKind.CONNECT_TIMEOUT,
+        ErrorKind.READ_TIMEOUT,
+        ErrorKind.TOTAL_TIMEOUT,
+        ErrorKind.DISCONNECTED,
+    }
+)
+
+
+async def generates(client: OpenAIClient, arm: str, ctx: ArmContext) -> bool:
+    """Whether the server still generates: one token within ``ctx.liveness_timeout_s``.
+
+    Not a model list: mlx-lm keeps answering ``/v1/models`` after its generation thread died.
+    """
+    request = _side_request(arm, ctx, "liveness", max_tokens=1)
+    try:
+        record = await asyncio.wait_for(client.complete(request), ctx.liveness_timeout_s)
+    except asyncio.TimeoutError:
+        return False
+    return record.error is None or record.error.kind not in _DEAD
 
 
 async def run_workloads(client: OpenAIClient, arm: ArmResult, ctx: ArmContext) -> float:
     """Run every item at the arm's concurrency, one workload after the other; return wall time."""
     t0 = time.perf_counter()
     limit = asyncio.Semaphore(arm.spec.concurrency)
+
+    first = next((i for i in ctx.items), None)
+    if first is not None:
+        arm.request_body = client.request_body(_request(first, arm.spec.name, ctx))
 
     async def one(item: WorkItem) -> None:
         async with limit:

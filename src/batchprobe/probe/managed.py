@@ -123,7 +123,7 @@ def engine_target(
     engine: str | None, model: str | None, cache_dir: Path | None
 ) -> tuple[EngineRef, str]:
     """The engine and the model path to launch; the default run is llama.cpp + gemma3-270m."""
-    ref = EngineRef.parse(engine or DEFAULT_ENGINE)
+    ref = EngineRef.parse(DEFAULT_ENGINE if engine is None else engine)
     if model is None:
         if ref.name != DEFAULT_ENGINE:
             raise ConfigError("--model", f"required with --engine {ref.name} (a path or alias)")

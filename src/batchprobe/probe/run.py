@@ -6,6 +6,7 @@ import datetime as dt
 import platform
 import secrets
 import sys
+import traceback
 from pathlib import Path
 from typing import Protocol
 
@@ -14,7 +15,7 @@ from pydantic import JsonValue
 from batchprobe import __version__
 from batchprobe.client import OpenAIClient, Timeouts
 from batchprobe.errors import BatchprobeError, ConfigError, EngineDied, EngineUnreachable
-from batchprobe.probe.arm import ArmContext, run_workloads, warm_up
+from batchprobe.probe.arm import ArmContext, generates, run_workloads, warm_up
 from batchprobe.probe.compare import compare
 from batchprobe.probe.endpoint import Endpoint, EndpointProvider
 from batchprobe.probe.interrupts import Interrupts, signals_as_interrupt
@@ -29,6 +30,7 @@ from batchprobe.results.models import (
     Environment,
     Report,
     RunConfig,
+    RunError,
     SessionResult,
     Status,
 )
@@ -122,7 +124,8 @@ class _Run:
         return ArmContext(
             run_id=self.report.run_id,
             prompt_style=cfg.prompt_style,
-            seed=cfg.seed,
+            request_seed=cfg.request_seed,
+            liveness_timeout_s=cfg.liveness_timeout_s,
             thresholds=cfg.thresholds,
             items=items,
             extra_body=extra,
@@ -138,10 +141,11 @@ class _Run:
             ctx = await self._prepare(ep, client)
             warm = await warm_up(client, arm.spec.name, ctx)
             if warm.error is not None:
-                arm.warnings.append(f"warm-up failed: {warm.error.kind.value}: {warm.error.message}")
+                # An error of the arm: the server failed a request, measured or not.
+                arm.error = f"warm-up failed: {warm.error.kind.value}: {warm.error.message}"
             self.listener.arm_started(arm, len(ctx.items))
             arm.metrics = arm_metrics(arm.sessions, await run_workloads(client, arm, ctx))
-            arm.server_alive_after = await _answers(client)
+            arm.server_alive_after = await generates(client, arm.spec.name, ctx)
         if ep.is_alive is not None and not ep.is_alive():
             arm.server_alive_after = False
 
@@ -205,7 +209,7 @@ class _Run:
                 known.add(diagnosis.issue_id)
                 self.report.diagnoses.append(diagnosis)
 
-    def finish(self, status: Status, error: str | None = None) -> None:
+    def finish(self, status: Status, error: RunError | None = None) -> None:
         report = self.report
         report.status = status
         report.error = error
@@ -256,15 +260,6 @@ def _warn_once(report: Report, message: str) -> None:
         report.warnings.append(message)
 
 
-async def _answers(client: OpenAIClient) -> bool:
-    """Whether the server still answers HTTP at all (any status will do)."""
-    try:
-        await client.get_json("/v1/models")
-    except EngineUnreachable:
-        return False
-    return True
-
-
 def run_probe(
     config: RunConfig,
     output: Path,
@@ -274,21 +269,26 @@ def run_probe(
     """Run every arm of ``config``; the verdict file at ``output`` is always left valid."""
     run = _Run(config, output, provider, listener or _Quiet())
     run.save()
-    # Anything not caught below propagates with its traceback; the file still says "error".
-    status = Status.ERROR
-    error: str | None = "unexpected internal error (see the traceback)"
+    status, error = Status.ERROR, None
     with signals_as_interrupt() as run.interrupts:
         try:
             for spec in config.arms:
                 run.run_arm(spec)
-            status, error = Status.OK, None
+            status = Status.OK
         except BatchprobeError as exc:
-            status, error = status_for(exc), str(exc)
+            status, error = status_for(exc), RunError(message=str(exc))
             run.report.log_tail = getattr(exc, "log_tail", None)
             run.add_diagnoses(provider.explain(exc))
         except KeyboardInterrupt:
-            status, error = Status.INTERRUPTED, "interrupted by a signal"
+            status, error = Status.INTERRUPTED, RunError(message="interrupted by a signal")
+        except Exception as exc:
+            # The last resort for a bug: the verdict says "error" and keeps the traceback, and
+            # the exception still reaches the caller (the CLI turns it into exit 2).
+            error = RunError(
+                message=f"internal error: {type(exc).__name__}: {exc}",
+                traceback=traceback.format_exc(),
+            )
+            raise
         finally:
             run.finish(status, error)
     return run.report
-

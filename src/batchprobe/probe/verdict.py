@@ -35,6 +35,8 @@ def _correctness(
 ) -> list[str]:
     failures: list[str] = []
     for arm in arms:
+        if arm.error is not None:
+            failures.append(f"arm {arm.spec.name}: {arm.error}")
         failures += _errors(arm) + _cross_talk(arm)
         if arm.server_alive_after is False:
             failures.append(f"arm {arm.spec.name}: the server stopped answering after this arm")
@@ -76,6 +78,17 @@ def decide(
         why = "the baseline arm did not complete" if arms else "no arm ran"
         return Verdict(reasons=[f"{why} (status {status.value})"])
     baseline = done[0]
+    m = baseline.metrics
+    if m is not None and m.sessions and not m.ok_sessions:
+        # Nothing the server said could be read as an answer (an HTML page, a proxy's error,
+        # the wrong API): that is a server that could not be probed, not a batching failure.
+        kinds = ", ".join(sorted(k.value for k in m.errors_by_kind))
+        why = (
+            f"the baseline arm {baseline.spec.name} got no answer from the server "
+            f"({m.sessions}/{m.sessions} sessions errored: {kinds}): nothing to compare; "
+            "check --base-url and the server's API"
+        )
+        return Verdict(reasons=[why])
     base_recall = baseline.metrics.recall if baseline.metrics else None
     recall_ok = base_recall is None or base_recall >= t.recall_floor
     reasons: list[str] = []

@@ -7,4 +7,6 @@ from batchprobe.results.models import Report
 
 def run_error(report: Report) -> tuple[str | None, str | None]:
     """(one-line message, traceback) of the run's error; (None, None) when there is none."""
-    return report.error, None
+    if report.error is None:
+        return None, None
+    return report.error.message, report.error.traceback
