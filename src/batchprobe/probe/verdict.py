@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from batchprobe.client.types import ErrorKind
 from batchprobe.results.models import (
     ArmComparison,
     ArmResult,
@@ -10,6 +11,18 @@ from batchprobe.results.models import (
     Verdict,
 )
 from batchprobe.results.thresholds import Thresholds
+
+# Failures that mean no reply could be read as the API's at all (an HTML page, a proxy's error,
+# the wrong path, nothing listening). A baseline with only these could not be probed. Replies
+# that were read and went wrong (finish_reason "error", past max_tokens, cut off) are failures.
+_UNREADABLE = frozenset(
+    {
+        ErrorKind.MALFORMED_STREAM,
+        ErrorKind.HTTP_STATUS,
+        ErrorKind.CONNECT_ERROR,
+        ErrorKind.CONNECT_TIMEOUT,
+    }
+)
 
 
 def _errors(arm: ArmResult) -> list[str]:
@@ -79,9 +92,9 @@ def decide(
         return Verdict(reasons=[f"{why} (status {status.value})"])
     baseline = done[0]
     m = baseline.metrics
-    if m is not None and m.sessions and not m.ok_sessions:
-        # Nothing the server said could be read as an answer (an HTML page, a proxy's error,
-        # the wrong API): that is a server that could not be probed, not a batching failure.
+    if m is not None and m.sessions and not m.ok_sessions and set(m.errors_by_kind) <= _UNREADABLE:
+        # Nothing the server said could be read as an answer: a server that could not be
+        # probed, not a batching failure.
         kinds = ", ".join(sorted(k.value for k in m.errors_by_kind))
         why = (
             f"the baseline arm {baseline.spec.name} got no answer from the server "
