@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from batchprobe._json import dumps
 from batchprobe.client import CompletionRequest, OpenAIClient, run
-from batchprobe.client._json import dumps
 from batchprobe.client._payload import request_body, request_headers
 from batchprobe.fake import FakeServerProcess
 

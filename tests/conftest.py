@@ -9,12 +9,41 @@ import pytest
 from batchprobe.engines import Installation, install
 from batchprobe.models import resolve_model, tiny_gemma3, tiny_gemma4
 
+# Fixtures that install an engine or build/assemble a model: only tests marked `engine` may
+# use them, so that `pytest -m "not engine"` stays a quick loop on an empty cache.
+ENGINE_FIXTURES = frozenset({
+    "mlx_lm_env", "transformers_env", "llama_env", "tiny_gemma3_dir", "gemma3_270m",
+    "tiny_gemma4_dir", "vllm_mlx_030", "vllm_mlx_060",
+})  # fmt: skip
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    unmarked = [
+        item.nodeid
+        for item in items
+        if item.get_closest_marker("engine") is None
+        and ENGINE_FIXTURES & set(getattr(item, "fixturenames", ()))
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "tests that install an engine or build a model must be marked engine: "
+            + ", ".join(unmarked)
+        )
+
 
 @pytest.fixture(autouse=True)
-def _scrub_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def _scrub_env(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     # A proxy variable would route the tests' loopback traffic away from the local servers.
     for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
+    if request.node.get_closest_marker("engine") is None:
+        # Quick tests see an empty cache: nothing installed, no model assembled, and nothing
+        # they do can touch the shared one.
+        monkeypatch.setenv("BATCHPROBE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
 
 
 # Real engines, installed through batchprobe's own API and cached under the cache dir

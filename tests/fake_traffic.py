@@ -122,8 +122,10 @@ async def burst_wave(session: aiohttp.ClientSession, url: str) -> dict[str, Repl
 
 
 def join_bodies() -> tuple[dict[str, Body], dict[str, Body]]:
-    running = {f"join-run{i}": counting(200 + i, 2000 + 100 * i, 12) for i in range(3)}
-    joiners = {f"join-new{i}": counting(210 + i, 2500 + 100 * i, 12) for i in range(3)}
+    # Long enough that the running ones are still decoding well after their k-th token:
+    # the joiners' new connections take a while on a loaded machine.
+    running = {f"join-run{i}": counting(200 + i, 2000 + 100 * i, 48) for i in range(3)}
+    joiners = {f"join-new{i}": counting(210 + i, 2500 + 100 * i, 48) for i in range(3)}
     return running, joiners
 
 
@@ -161,7 +163,7 @@ async def ragged_wave(session: aiohttp.ClientSession, url: str) -> dict[str, Rep
 
 
 def early_bodies() -> dict[str, Body]:
-    lengths = [2, 4, 16, 32]
+    lengths = [2, 16, 24, 32]  # 16x from the shortest to the longest
     return {f"early{i}": counting(400 + i, 4000 + 100 * i, n) for i, n in enumerate(lengths)}
 
 
@@ -185,7 +187,7 @@ def repeat_bodies() -> dict[str, Body]:
 
 
 async def repeat_wave(
-    session: aiohttp.ClientSession, url: str, *, stagger_s: float = 0.02
+    session: aiohttp.ClientSession, url: str, *, stagger_s: float = 0.03
 ) -> dict[str, Reply]:
     """One item twice at once, a shared-prefix pair, and one re-sent after it finished
     while the rest (sent ``stagger_s`` after it, so they finish later) are in flight."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 
@@ -27,3 +28,27 @@ def procs_with(tag: str) -> list[int]:
             if tag in cmdline and pid_alive(int(entry.name)):
                 found.append(int(entry.name))
     return found
+
+
+def escaped(tag: str, session: int, exclude: tuple[int, ...] = ()) -> list[int]:
+    """Live processes with ``tag`` in their command line that have left ``session``."""
+    found = []
+    for pid in procs_with(tag):
+        if pid in exclude:
+            continue
+        try:
+            if os.getsid(pid) != session:
+                found.append(pid)
+        except ProcessLookupError:
+            continue
+    return found
+
+
+def wait_escaped(
+    tag: str, session: int, exclude: tuple[int, ...] = (), timeout: float = 30.0
+) -> list[int]:
+    """:func:`escaped`, once at least one has left (a child calls setsid after starting)."""
+    deadline = time.monotonic() + timeout
+    while not escaped(tag, session, exclude) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return escaped(tag, session, exclude)

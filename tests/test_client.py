@@ -184,5 +184,5 @@ def test_timeouts_validate() -> None:
 
 def test_exported_members() -> None:
     public = {name for name in dir(client_pkg) if not name.startswith("_")}
-    modules = {"annotations", "timeouts", "types"}
+    modules = {"annotations", "limits", "timeouts", "types"}
     assert set(client_pkg.__all__) == public - modules

@@ -72,7 +72,7 @@ SPLIT_STREAM = (
 def test_any_packet_split_parses_the_same(cuts: list[int]) -> None:
     # Cuts land anywhere, including inside a multi-byte UTF-8 character.
     bounds = [0, *sorted(cuts), len(SPLIT_STREAM)]
-    parser = ReplyParser("completions", want_logprobs=True, streamed=True)
+    parser = ReplyParser("completions", want_logprobs=True, streamed=True, max_tokens=8)
     done = False
     for i, (start, end) in enumerate(itertools.pairwise(bounds)):
         done = parser.feed(SPLIT_STREAM[start:end], float(i))

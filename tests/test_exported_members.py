@@ -14,6 +14,8 @@ PACKAGES = [
     "batchprobe.fake",
     "batchprobe.models",
     "batchprobe.patches",
+    "batchprobe.probe",
+    "batchprobe.report",
     "batchprobe.results",
 ]
 

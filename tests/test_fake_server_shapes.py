@@ -1,20 +1,21 @@
 """The fake server's shape triggers: each fires in its own wave's situation and in no other.
 
-Every wave of the shapes contract runs against one fake server, after a serial arm sent
-every body alone (its references): a reply differing from its reference is a fault that
-fired. Each trigger must fire in its own wave, on the expected requests, and nowhere else.
+Every wave of the shapes contract runs against one fake server; a reply differing from
+its reference (the body sent alone to a healthy fake) is a fault that fired. Each trigger must fire in its own wave, on the expected requests, and nowhere else.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import json
 from typing import Any
 
 import aiohttp
 import pytest
 
-from batchprobe.fake import FakeServerConfig, FakeServerThread
+from batchprobe.fake import FakeServerConfig, FakeServerThread, _state
+from batchprobe.fake._requests import GenRequest, parse
 from batchprobe.fake._tokens import CORRUPT_PIECE, VOCAB
 from fake_traffic import (
     FORCED_ID,
@@ -32,7 +33,7 @@ from fake_traffic import (
 
 # TTFT well above a burst's arrival spread on a loaded 2-core machine: a burst's requests
 # all arrive before any first token, as the shapes contract's waves assume.
-TIMING: dict[str, Any] = {"ttft_ms": 60.0, "itl_ms": 3.0}
+TIMING: dict[str, Any] = {"ttft_ms": 100.0, "itl_ms": 3.0}
 
 Waves = dict[str, dict[str, Reply]]
 
@@ -41,18 +42,39 @@ def config(fault: str = "none", when: str = "always") -> FakeServerConfig:
     return FakeServerConfig(fault=fault, fault_when=when, **TIMING)  # type: ignore[arg-type]
 
 
-async def _arms(url: str) -> tuple[dict[str, Reply], Waves]:
+async def _serial_arm(url: str) -> dict[str, Reply]:
     async with aiohttp.ClientSession() as session:
-        references = await serial(session, url, all_bodies())
-        waves = {name: await wave(session, url) for name, wave in WAVES.items()}
-    return references, waves
+        return await serial(session, url, all_bodies())
+
+
+async def _waves(url: str) -> Waves:
+    async with aiohttp.ClientSession() as session:
+        return {name: await wave(session, url) for name, wave in WAVES.items()}
+
+
+def serial_arm(server_config: FakeServerConfig) -> dict[str, Reply]:
+    """Every body sent alone. Timing cannot matter with nothing else in flight, so a
+    zero-latency server gives the same replies as a slow one, in a fraction of the time."""
+    fast = server_config.model_copy(update={"ttft_ms": 0.0, "itl_ms": 0.0})
+    with FakeServerThread(fast) as server:
+        return asyncio.run(_serial_arm(server.base_url))
 
 
 @functools.cache
-def run_arms(server_config: FakeServerConfig) -> tuple[dict[str, Reply], Waves]:
-    """Both arms against a fresh server (cached: several tests read one config's run)."""
+def references() -> dict[str, Reply]:
+    """The healthy serial arm: what every reply of every wave must equal."""
+    return serial_arm(config())
+
+
+@functools.cache
+def run_waves(server_config: FakeServerConfig) -> Waves:
+    """Every wave against a fresh server (cached: several tests read one config's run)."""
     with FakeServerThread(server_config) as server:
-        return asyncio.run(_arms(server.base_url))
+        return asyncio.run(_waves(server.base_url))
+
+
+def run_arms(server_config: FakeServerConfig) -> tuple[dict[str, Reply], Waves]:
+    return references(), run_waves(server_config)
 
 
 def broken(references: dict[str, Reply], waves: Waves) -> dict[str, list[str]]:
@@ -106,6 +128,15 @@ EXPECTED = {
 }
 
 
+@pytest.mark.parametrize(
+    ("trigger", "fault"),
+    [(trigger, "corrupt") for trigger in WAVES if trigger != "burst"] + [("params", "param_leak")],
+)
+def test_no_trigger_fires_in_the_serial_arm(trigger: str, fault: str) -> None:
+    alone = serial_arm(config(fault, trigger))
+    assert [name for name, reply in alone.items() if not reply.same_as(references()[name])] == []
+
+
 @pytest.mark.parametrize("trigger", list(EXPECTED))
 def test_corrupt_fires_in_its_own_wave_only(trigger: str) -> None:
     references, waves = run_arms(config("corrupt", trigger))
@@ -152,9 +183,8 @@ def test_early_corrupts_only_the_tokens_after_the_departure() -> None:
     for name in ("early1", "early2", "early3"):
         pieces = waves["early"][name].pieces
         clean = next(i for i, piece in enumerate(pieces) if CORRUPT_PIECE in piece)
-        # The shortest left after 2 tokens: the survivors were about there too (their
-        # clocks start at their own arrival, a few ms apart under load).
-        assert clean <= 4, pieces
+        # Where depends on how far each survivor's own clock (started at its arrival) had
+        # gone when the shortest left: a clean count up to there, then only bad tokens.
         assert expected_count(bodies[name]).startswith("".join(pieces[:clean]))
         assert all(piece == f" {CORRUPT_PIECE}" for piece in pieces[clean:])
         assert len(pieces) == bodies[name]["max_tokens"]
@@ -166,7 +196,7 @@ def test_early_finish_error_ends_survivors_at_the_departure() -> None:
         reply = waves["early"][name]
         assert reply.finish_reason == "error"
         assert reply.done
-        assert len(reply.pieces) <= 4, reply.pieces
+        assert len(reply.pieces) < early_bodies()[name]["max_tokens"], reply.pieces
 
 
 def test_early_does_not_fire_on_the_joiners_of_a_join_wave() -> None:
@@ -177,8 +207,8 @@ def test_early_does_not_fire_on_the_joiners_of_a_join_wave() -> None:
 
 
 def test_join_does_not_fire_on_a_repeated_joiner() -> None:
-    repeated = {"join-again": counting(200, 2000, 12)}  # join-run0's prompt, sent again
-    fresh = {"join-fresh": counting(220, 2200, 12)}
+    repeated = {"join-again": counting(200, 2000, 48)}  # join-run0's body, sent again
+    fresh = {"join-fresh": counting(220, 2200, 48)}
 
     async def go(url: str) -> tuple[dict[str, Reply], dict[str, Reply]]:
         async with aiohttp.ClientSession() as session:
@@ -207,7 +237,10 @@ def test_repeat_does_not_fire_on_a_burst_after_a_serial_arm_of_the_same_prompts(
         assert alone[name].text == burst[name].text == expected_count(body)
 
 
-def test_a_thousand_streams_under_a_trigger_stay_cheap() -> None:
+@pytest.mark.slow
+def test_a_thousand_streams_of_unique_prompts_set_off_no_repeat() -> None:
+    # The costliest check (prefix comparisons over the busy period) at the probe's
+    # largest concurrency: a burst of distinct prompts is no repeat, however many.
     bodies = {f"b{i}": counting(800 + i, 10 * i, 16) for i in range(1024)}
 
     async def go(url: str) -> dict[str, Reply]:
@@ -219,3 +252,42 @@ def test_a_thousand_streams_under_a_trigger_stay_cheap() -> None:
     with FakeServerThread(fast) as server:
         replies = asyncio.run(go(server.base_url))
     assert all(replies[name].text == expected_count(body) for name, body in bodies.items())
+
+
+def test_params_counts_an_omitted_parameter_as_its_neutral_value() -> None:
+    bodies = {
+        "plain": counting(900, 9000, 8),
+        "neutral": counting(901, 9100, 8, temperature=0.0, top_p=1.0, logit_bias={}),
+        "biased": counting(902, 9200, 8, logit_bias={FORCED_ID: 100}),
+    }
+
+    async def go(url: str, names: list[str]) -> dict[str, Reply]:
+        async with aiohttp.ClientSession() as session:
+            return await together(session, url, {name: bodies[name] for name in names})
+
+    with FakeServerThread(config("corrupt", "params")) as server:
+        alike = asyncio.run(go(server.base_url, ["plain", "neutral"]))
+        mixed = asyncio.run(go(server.base_url, ["plain", "neutral", "biased"]))
+    assert all(alike[name].text == expected_count(bodies[name]) for name in alike)
+    assert all(CORRUPT_PIECE in mixed[name].text for name in ("plain", "neutral"))
+
+
+def test_a_busy_period_that_never_ends_forgets_its_oldest_finished_requests(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_state, "PERIOD_LIMIT", 4)
+    state = _state.ServerState(FakeServerConfig(fault="corrupt", fault_when="repeat"))
+
+    def gen(prompt: str) -> GenRequest:
+        return parse("completions", json.dumps({"prompt": prompt}).encode())
+
+    def is_repeat(prompt: str) -> bool:
+        with state.track(gen(prompt), None, 1) as flight:
+            return state.fault_applies(flight)
+
+    with state.track(gen("the long one, in flight all along"), None, 1):
+        for i in range(10):
+            assert not is_repeat(f"prompt number {i} of the soak")
+        assert is_repeat("the long one, in flight all along")  # in flight: kept
+        assert is_repeat("prompt number 9 of the soak")  # recent: kept
+        assert not is_repeat("prompt number 0 of the soak")  # old and finished: forgotten

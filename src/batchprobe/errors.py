@@ -14,11 +14,15 @@ original, and turned into exit codes and one clear line at the CLI boundary only
     │   │   └── EngineExitedEarly      ... because the process exited
     │   └── EngineDied             was ready, then stopped answering
     ├── ProbeInterrupted       SIGINT/SIGTERM during a run
+    ├── ReportError            a verdict file that cannot be read (corrupt, truncated, newer)
+    │   └── NotComparable          verdicts of different plans given to `compare`
     └── BridgeError            the git-bus bridge
         └── ManifestError          a request manifest failed validation
 """
 
 from __future__ import annotations
+
+from pydantic import ValidationError
 
 __all__ = [
     "BatchprobeError",
@@ -32,7 +36,9 @@ __all__ = [
     "EngineNotInstalled",
     "EngineUnreachable",
     "ManifestError",
+    "NotComparable",
     "ProbeInterrupted",
+    "ReportError",
 ]
 
 
@@ -46,6 +52,18 @@ class ConfigError(BatchprobeError):
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         super().__init__(f"{field}: {message}")
+
+    @classmethod
+    def from_validation(cls, exc: ValidationError) -> ConfigError:
+        """The first problem of a pydantic validation, named by its field (the CLI spells the
+        field as its option: ``min_speedup`` is ``--min-speedup``)."""
+        first = exc.errors()[0]
+        names = [p for p in first["loc"] if isinstance(p, str)]
+        message = first["msg"].removeprefix("Value error, ")
+        got = first.get("input")
+        if not isinstance(got, (dict, list)) and repr(got) not in message:
+            message += f" (got {got!r})"
+        return cls(names[-1] if names else "config", message)
 
 
 class EngineError(BatchprobeError):
@@ -104,3 +122,15 @@ class ManifestError(BridgeError):
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         super().__init__(f"{field}: {message}")
+
+
+class ReportError(BatchprobeError):
+    """A verdict file given to `report` or `compare` cannot be read. Names the file."""
+
+
+class NotComparable(ReportError):
+    """Verdicts from different plans (items, arms, workloads). ``fields`` are those that differ."""
+
+    def __init__(self, message: str, *, fields: list[str]) -> None:
+        self.fields = fields
+        super().__init__(message)

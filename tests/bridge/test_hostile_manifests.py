@@ -9,6 +9,7 @@ holds nothing but template text and validated parameter values.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from typing import Any
@@ -34,7 +35,9 @@ from batchprobe.bridge.params import (
 from batchprobe.bridge.presets import PRESETS, ExecContext
 from batchprobe.errors import ManifestError
 
-HOSTILE_EXAMPLES = 10_500
+# The quick loop checks 1,500 hostile manifests (~15 s here); CI's bridge coverage gate runs the
+# full 10,500 (`.ci/run` sets BATCHPROBE_HOSTILE_EXAMPLES), ~100 s on 2 cores.
+HOSTILE_EXAMPLES = int(os.environ.get("BATCHPROBE_HOSTILE_EXAMPLES", "1500"))
 FIELDS = tuple(Manifest.model_fields)
 SHELL = list(";|&$`()<>*?!~'\"\\ \n\t#=%^[]{},") + ["$(reboot)", "`id`", "&& rm -rf /", "\x00"]
 PLACEHOLDERS = ["${ENV:HOME}", "${ENV:BATCHPROBE_MODEL}", "${RESULTS}", "{sessions}", "{path}",
@@ -258,7 +261,7 @@ def _reject(data: object, via_json: bool) -> ManifestError:
     raise AssertionError(f"accepted a hostile manifest: {data!r:.300}")
 
 
-def test_ten_thousand_hostile_manifests_are_rejected_naming_the_field() -> None:
+def test_hostile_manifests_are_rejected_naming_the_field() -> None:
     seen: Counter[str] = Counter()
 
     @settings(SETTINGS, max_examples=HOSTILE_EXAMPLES)
@@ -272,7 +275,7 @@ def test_ten_thousand_hostile_manifests_are_rejected_naming_the_field() -> None:
         seen[category] += 1
 
     check()
-    assert sum(seen.values()) >= 10_000, seen
+    assert sum(seen.values()) >= HOSTILE_EXAMPLES * 0.95, seen
     assert set(seen) == set(CATEGORIES), seen
 
 

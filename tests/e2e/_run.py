@@ -27,3 +27,8 @@ def batchprobe_run(
 
 def sessions(verdict: dict[str, Any], arm: str) -> list[dict[str, Any]]:
     return next(a["sessions"] for a in verdict["arms"] if a["spec"]["name"] == arm)
+
+
+def expected_exit(verdict: dict[str, Any]) -> int:
+    """The exit code a verdict implies: a crash (exit 1 with an "error" verdict) fails it."""
+    return {"PASS": 0, "FAIL": 1}.get(verdict["verdict"]["outcome"], 2)

@@ -9,7 +9,7 @@ import pytest
 
 from batchprobe.engines import Installation, launch
 
-from ._run import batchprobe_run
+from ._run import batchprobe_run, expected_exit
 
 pytestmark = pytest.mark.engine
 
@@ -44,4 +44,4 @@ def test_base_url_probe_of_real_mlx_lm_server(
     assert comparison["decode_speedup"] is not None
     # No per-request cache switch and no restart: the verdict must say so.
     assert any("prefix cache not controlled" in w for w in verdict["warnings"])
-    assert code in (0, 1, 2)
+    assert code == expected_exit(verdict), out

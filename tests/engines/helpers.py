@@ -14,9 +14,11 @@ DATA = Path(__file__).with_name("data")
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def mini_cmd(mode: str, tag: str = "") -> list[str]:
+def mini_cmd(mode: str, tag: str = "", *extra: str) -> list[str]:
     """serve-cmd argv for the stand-in server."""
-    return [sys.executable, str(MINI_SERVER), "--port", "{port}", "--mode", mode, "--tag", tag]
+    return [
+        sys.executable, str(MINI_SERVER), "--port", "{port}", "--mode", mode, "--tag", tag, *extra
+    ]  # fmt: skip
 
 
 def post_json(url: str, body: dict[str, Any], timeout: float = 120.0) -> dict[str, Any]:

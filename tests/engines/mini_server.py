@@ -3,6 +3,7 @@
 Modes: ready (answers /health and /v1/models, with a child process in its group),
 exit (prints a traceback and exits 3 at once), never (never listens),
 stubborn (ready, but ignores SIGTERM so teardown must SIGKILL).
+``--setsid-child`` adds a child that calls setsid (it leaves the group, as daemons do).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--mode", choices=["ready", "exit", "never", "stubborn"], default="ready")
     parser.add_argument("--tag", default="", help="lets a test find its processes")
+    parser.add_argument("--setsid-child", action="store_true")
     args = parser.parse_args()
     print(f"mini server starting in mode {args.mode}", flush=True)
     if args.mode == "exit":
@@ -54,6 +56,9 @@ def main() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     # A grandchild in the same process group: teardown must reach it too.
     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", args.tag])
+    if args.setsid_child:
+        code = "import os, time; os.setsid(); time.sleep(3600)"
+        subprocess.Popen([sys.executable, "-c", code, args.tag, "escapee"])
     ThreadingHTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
 
 

@@ -18,8 +18,9 @@ def spec(mode: str, n: int = 8) -> LaunchSpec:
 def test_vllm_argv_caps_sequences_by_mode() -> None:
     engine = get_engine("vllm")
     batching = engine.launch_argv(VENV, spec("batching", 8))
-    assert batching[:3] == ["/env/bin/python", "-m", "vllm.entrypoints.openai.api_server"]
-    assert batching[batching.index("--model") + 1] == "/models/m"
+    # `vllm serve MODEL`: 0.33.0 deprecates `python -m vllm.entrypoints.openai.api_server`.
+    assert batching[:3] == ["/env/bin/vllm", "serve", "/models/m"]
+    assert "--model" not in batching
     assert batching[batching.index("--host") + 1] == "127.0.0.1"
     assert batching[batching.index("--port") + 1] == "4321"
     assert batching[batching.index("--max-num-seqs") + 1] == "8"
@@ -35,6 +36,20 @@ def test_sglang_argv_caps_running_requests_by_mode() -> None:
     assert argv[argv.index("--max-running-requests") + 1] == "16"
     simple = engine.launch_argv(VENV, spec("simple", 16))
     assert simple[simple.index("--max-running-requests") + 1] == "1"
+    assert argv[argv.index("--random-seed") + 1] == "0"
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "requirement"),
+    [("vllm", "0.33.0", "vllm==0.33.0"), ("sglang", "0.5.23", "sglang==0.5.23")],
+)
+def test_gpu_engine_defaults_are_current_releases(
+    engine: str, version: str, requirement: str
+) -> None:
+    found = get_engine(engine)
+    assert found.default_version == version
+    # Plain sglang: its [all] extra is test tools (0.5.3) or the diffusion stack (0.5.23).
+    assert found.pip_requirements(version, "linux") == [[requirement]]
 
 
 def test_ollama_argv_and_environment() -> None:

@@ -47,6 +47,7 @@ def registry() -> EngineRegistry:
     return EngineRegistry([_Cheap(), _Failing()])
 
 
+@pytest.mark.engine  # creates a real virtual environment with pip (~10-50 s here)
 def test_install_creates_a_marked_venv_and_reuses_it(
     tmp_path: Path, registry: EngineRegistry
 ) -> None:
@@ -64,6 +65,7 @@ def test_install_creates_a_marked_venv_and_reuses_it(
     assert installed_versions(registry.get("cheap"), tmp_path) == ["1.0"]
 
 
+@pytest.mark.engine  # creates a real virtual environment with pip (~10-50 s here)
 def test_an_interrupted_install_is_not_taken_for_a_finished_one(
     tmp_path: Path, registry: EngineRegistry
 ) -> None:
@@ -77,6 +79,7 @@ def test_an_interrupted_install_is_not_taken_for_a_finished_one(
     assert inst.python is not None and inst.python.is_symlink()  # a real venv replaced the debris
 
 
+@pytest.mark.engine  # creates a real virtual environment with pip (~10-50 s here)
 def test_failed_install_raises_with_log_tail_and_leaves_no_marker(
     tmp_path: Path, registry: EngineRegistry
 ) -> None:

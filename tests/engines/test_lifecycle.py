@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import uuid
 from pathlib import Path
 
 import pytest
 
-from batchprobe.engines import group_members, launch
+from batchprobe.engines import group_members, launch, launch_processes, reserve_port
+from batchprobe.engines._process import start_launch
 from batchprobe.errors import (
     ConfigError,
     EngineExitedEarly,
     EngineFailedToStart,
     EngineNotInstalled,
 )
-from proctools import pid_alive, procs_with
+from proctools import pid_alive, procs_with, wait_escaped
 
 from .helpers import get_text, mini_cmd
 
@@ -171,6 +174,46 @@ def test_extra_env_and_pythonpath_reach_the_engine(tmp_path: Path) -> None:
     assert "shim loaded gemma4-attention" in log.read_text()
 
 
-def test_signal_module_is_untouched() -> None:
-    # launch() must not install signal handlers of its own (the probe owns SIGINT/SIGTERM).
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+def test_launch_leaves_the_signal_handlers_alone(tmp_path: Path) -> None:
+    # The probe owns SIGINT/SIGTERM/SIGHUP: launch() must not install handlers of its own.
+    watched = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+    before = [signal.getsignal(s) for s in watched]
+    with launch(
+        "serve-cmd", "/m", "simple", 1, log_path=tmp_path / "l.log", serve_cmd=mini_cmd("ready")
+    ) as eng:
+        assert eng.is_alive()
+        assert [signal.getsignal(s) for s in watched] == before
+    assert [signal.getsignal(s) for s in watched] == before
+
+
+def test_a_setsid_child_is_stopped_with_the_group(tmp_path: Path) -> None:
+    tag = f"setsid-{uuid.uuid4()}"
+    with launch(
+        "serve-cmd", "/m", "simple", 1, log_path=tmp_path / "l.log", cache_dir=tmp_path,
+        serve_cmd=mini_cmd("ready", tag, "--setsid-child"),
+    ) as eng:  # fmt: skip
+        escapees = wait_escaped(tag, eng.pid)
+        members = set(group_members(eng.pgid))
+        assert len(escapees) == 1 and escapees[0] not in members and len(members) == 2
+        # Every process of the launch carries its token, the escapee included.
+        assert set(launch_processes(None, eng.launch_token)) == members | set(escapees)
+        record = json.loads((tmp_path / "launches" / f"{eng.launch_token}.json").read_text())
+        assert record["engine_pid"] == eng.pid and record["owner_pid"] == os.getpid()
+    assert procs_with(tag) == []
+    assert not (tmp_path / "launches" / f"{eng.launch_token}.json").exists()
+
+
+def test_the_watchdog_stops_the_launch_when_its_pipe_closes(tmp_path: Path) -> None:
+    tag = f"watched-{uuid.uuid4()}"
+    log = tmp_path / "l.log"
+    port = str(reserve_port())
+    argv = [a.replace("{port}", port) for a in mini_cmd("ready", tag, "--setsid-child")]
+    started = start_launch(argv, log, dict(os.environ))
+    try:
+        assert len(wait_escaped(tag, started.pid)) == 1 and len(procs_with(tag)) == 3
+        # What batchprobe's death does: the only writer of the watchdog's pipe goes away.
+        started._watchdog.close()
+        assert procs_with(tag) == []
+        assert started.proc.poll() is not None
+    finally:
+        started.stop(grace=1.0)

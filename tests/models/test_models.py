@@ -18,6 +18,7 @@ def builder() -> Installation:
     return install("mlx-lm")
 
 
+@pytest.mark.engine  # assembles the 253 MB GGUF into the cache
 def test_gemma3_270m_alias_materialises_a_verified_gguf_once() -> None:
     path = resolve_model("gemma3-270m")
     assert path.suffix == ".gguf" and path.stat().st_size > 200_000_000
@@ -36,6 +37,7 @@ def test_paths_pass_through(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert info.value.field == "model" and "gemma3-270m" in str(info.value)
 
 
+@pytest.mark.engine  # builds with the mlx-lm environment
 def test_tiny_gemma3_is_deterministic_per_seed(tmp_path: Path, builder: Installation) -> None:
     a = tiny_gemma3.build(tmp_path / "a", seed=0, python=builder.python)
     b = tiny_gemma3.build(tmp_path / "b", seed=0, python=builder.python)
@@ -49,6 +51,7 @@ def test_tiny_gemma3_is_deterministic_per_seed(tmp_path: Path, builder: Installa
     assert not list(tmp_path.glob(".*tmp*"))  # no staging directory left behind
 
 
+@pytest.mark.engine  # builds with the mlx-lm environment
 def test_tiny_gemma3_tokenizer_is_a_tokenizers_wordlevel(
     tmp_path: Path, builder: Installation
 ) -> None:
@@ -66,6 +69,7 @@ def test_tiny_gemma3_tokenizer_is_a_tokenizers_wordlevel(
     assert out.strip() == "['the', 'code', 'is', '<unk>']"
 
 
+@pytest.mark.engine  # builds with the mlx-lm environment
 def test_rebuilding_replaces_the_directory(tmp_path: Path, builder: Installation) -> None:
     target = tmp_path / "m"
     target.mkdir()

@@ -33,7 +33,7 @@ def test_atomic_write_roundtrip_leaves_no_temp(tmp_path):
     assert read_report(path) == report
     assert [p.name for p in path.parent.iterdir()] == ["verdict.json"]
     data = json.loads(path.read_text())
-    assert data["schema_version"] == "1.0" and data["status"] == "running"
+    assert data["schema_version"] == "2.0" and data["status"] == "running"
 
 
 def test_schema_has_the_verdict():

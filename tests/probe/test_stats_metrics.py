@@ -30,7 +30,7 @@ def _decode(session, start, first, last, tokens, **kw):
     return SessionResult(
         arm="a", workload="decode", session=session, request_id=f"r{session}",
         start_s=start, first_token_s=first, last_token_s=last, end_s=last,
-        completion_tokens=tokens, pieces=["x"] * tokens, text="x" * tokens, **kw)
+        completion_tokens=tokens, chunk_ends=list(range(1, tokens + 1)), text="x" * tokens, **kw)
 
 
 def test_serial_and_concurrent_rates_from_the_same_definition():

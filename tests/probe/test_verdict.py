@@ -14,7 +14,7 @@ def _s(arm, workload, session, *, text="abc", t=(0.0, 0.1, 1.0), hit=None, xtalk
     return SessionResult(
         arm=arm, workload=workload, session=session, request_id=f"{arm}{session}",
         start_s=start, first_token_s=first, last_token_s=last, end_s=last,
-        text=text, pieces=list(text), completion_tokens=tokens, hit=hit,
+        text=text, chunk_ends=list(range(1, len(text) + 1)), completion_tokens=tokens, hit=hit,
         cross_talk_from=list(xtalk), error=error)
 
 
@@ -87,7 +87,7 @@ def test_low_baseline_recall_is_inconclusive_with_advice():
 
 
 def test_greedy_divergence_is_soft_unless_strict():
-    conc = _concurrent(s4={"text": "abd", "pieces": ["a", "b", "d"]})
+    conc = _concurrent(s4={"text": "abd", "chunk_ends": [1, 2, 3]})
     v, comps = _verdict(_serial(), conc)
     assert v.outcome is Outcome.PASS and comps[0].greedy_matches == 7
     d = comps[0].divergences[0]

@@ -8,7 +8,6 @@ SIGKILL, so nothing a command started (an engine server, say) outlives it.
 
 from __future__ import annotations
 
-import os
 import shlex
 import signal
 import subprocess
@@ -32,6 +31,7 @@ from batchprobe.bridge.manifest import (
 from batchprobe.bridge.presets import ExecContext, get_preset
 from batchprobe.bridge.summary import CommandResult, Status, Summary, write_summary
 from batchprobe.errors import BridgeError, ManifestError, ProbeInterrupted
+from batchprobe.processes import stop_group
 
 __all__ = ["ExecutorSettings", "execute"]
 
@@ -80,33 +80,6 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _stop_group(process: subprocess.Popen[bytes], grace_s: float) -> None:
-    """SIGTERM the command's process group, wait up to ``grace_s``, then SIGKILL it."""
-    pgid = process.pid
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            break
-        deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline:
-            process.poll()
-            if not _group_alive(pgid):
-                break
-            time.sleep(0.05)
-    process.wait()
-
-
 def _run_command(
     index: int, argv: list[str], shown_argv: list[str], budget_s: float, results_dir: Path,
     settings: ExecutorSettings,
@@ -135,7 +108,7 @@ def _run_command(
             result.timed_out = True
             log.write(f"\n[batchprobe bridge] timed out after {budget_s:.0f} s\n".encode())
         finally:
-            _stop_group(process, settings.grace_s)
+            stop_group(process, grace=settings.grace_s)
     result.duration_s = round(time.monotonic() - started, 3)
     return result
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -11,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from batchprobe.errors import BridgeError
+from batchprobe.files import write_atomic
 
 __all__ = ["SUMMARY_NAME", "CommandResult", "Status", "Summary", "read_summary", "write_summary"]
 
@@ -69,12 +68,8 @@ class Summary(BaseModel):
 
 def write_summary(results_dir: Path, summary: Summary) -> Path:
     """Write ``summary.json`` atomically (temp file + rename) and return its path."""
-    results_dir.mkdir(parents=True, exist_ok=True)
     target = results_dir / SUMMARY_NAME
-    handle, temp = tempfile.mkstemp(dir=results_dir, prefix=".summary-", suffix=".tmp")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.write(summary.model_dump_json(indent=2) + "\n")
-    os.replace(temp, target)
+    write_atomic(target, summary.model_dump_json(indent=2) + "\n")
     return target
 
 

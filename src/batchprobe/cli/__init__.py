@@ -7,11 +7,14 @@ import importlib
 import click
 
 from batchprobe import __version__
+from batchprobe.cli._boundary import Boundary
 
 # (module, attribute) of each subcommand; each module builds a validated config
 # and calls the library. Kept as names so `batchprobe --help` stays fast.
 _COMMANDS = (
     ("batchprobe.cli.run", "run"),
+    ("batchprobe.cli.report", "report"),
+    ("batchprobe.cli.compare", "compare"),
     ("batchprobe.cli.schema", "schema"),
     ("batchprobe.cli.fake_server", "fake_server"),
     ("batchprobe.cli.engines", "engines"),
@@ -20,7 +23,7 @@ _COMMANDS = (
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Boundary, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="batchprobe")
 def main() -> None:
     """Probe whether an LLM engine's continuous batching is parallel AND correct."""

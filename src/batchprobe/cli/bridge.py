@@ -30,7 +30,6 @@ from batchprobe.bridge.gitbus import (
 from batchprobe.bridge.presets import PRESETS
 from batchprobe.bridge.summary import Summary
 from batchprobe.bridge.workflow import parse_runs_on, write_workflow
-from batchprobe.errors import BatchprobeError
 
 _REPO = click.option(
     "--repo", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
@@ -47,18 +46,7 @@ _INTERVAL = click.option(
 )  # fmt: skip
 
 
-class _Boundary(click.Group):
-    """The one place bridge errors become a message and exit code 2."""
-
-    def invoke(self, ctx: click.Context) -> object:
-        try:
-            return super().invoke(ctx)
-        except BatchprobeError as exc:
-            click.echo(f"batchprobe bridge: {exc}", err=True)
-            ctx.exit(2)
-
-
-@click.group(name="bridge", cls=_Boundary)
+@click.group(name="bridge")
 def bridge() -> None:
     """Run allowlisted probes on remote hardware through a git remote and GitHub Actions."""
 

@@ -18,7 +18,6 @@ from batchprobe.engines import (
     installed_versions,
     resolve,
 )
-from batchprobe.errors import ConfigError, EngineError
 
 _cache_option = click.option(
     "--cache-dir",
@@ -41,27 +40,22 @@ def install_cmd(ref: str, force: bool, cache_dir: Path | None) -> None:
     """Create (or reuse) the environment for an engine version."""
     console = Console(stderr=True)
     started = time.monotonic()
-    try:
-        parsed = EngineRef.parse(ref)
-        resolve(parsed)  # an unknown name fails here, before any progress display
-        with Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=False,
-        ) as progress:
-            task = progress.add_task(f"installing {parsed}", total=None)
-            inst = install(
-                parsed,
-                cache_dir=cache_dir,
-                force=force,
-                on_step=lambda text: progress.update(task, description=text),
-            )
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from exc
-    except EngineError as exc:
-        raise _engine_failure(exc) from exc
+    parsed = EngineRef.parse(ref)
+    resolve(parsed)  # an unknown name fails here, before any progress display
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        task = progress.add_task(f"installing {parsed}", total=None)
+        inst = install(
+            parsed,
+            cache_dir=cache_dir,
+            force=force,
+            on_step=lambda text: progress.update(task, description=text),
+        )
     where = inst.executable or inst.root
     click.echo(f"{inst.name}=={inst.version} ready at {where} ({time.monotonic() - started:.0f}s)")
 
@@ -85,22 +79,14 @@ def list_cmd(cache_dir: Path | None) -> None:
 
 @engines.command(name="doctor")
 @_cache_option
-def doctor_cmd(cache_dir: Path | None) -> None:
-    """Check build tools, the cache and every installed environment; exit 1 if one is broken."""
+@click.option("--reap", is_flag=True, help="Stop engines left running by a batchprobe that died.")
+def doctor_cmd(cache_dir: Path | None, reap: bool) -> None:
+    """Check build tools, the cache, every installed environment and stale engine launches;
+    exit 1 if one is broken."""
     table = Table("check", "ok", "detail")
-    checks = doctor(cache_dir)
+    checks = doctor(cache_dir, reap=reap)
     for check in checks:
         table.add_row(check.subject, "ok" if check.ok else "FAIL", check.detail)
     Console().print(table)
     if not all(check.ok for check in checks):
         raise SystemExit(1)
-
-
-class _EngineFailure(click.ClickException):
-    """An engine error at the CLI boundary: exit 2, like every batchprobe error."""
-
-    exit_code = 2
-
-
-def _engine_failure(exc: EngineError) -> click.ClickException:
-    return _EngineFailure(f"{exc}\n{exc.log_tail or ''}".rstrip())

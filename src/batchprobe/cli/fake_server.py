@@ -23,18 +23,11 @@ def _print_listening(url: str) -> None:
     print(f"listening on {url}", flush=True)
 
 
-def _option_name(field: str) -> str:
-    return "--" + field.replace("_", "-")
-
-
 def _build_config(**values: object) -> FakeServerConfig:
     try:
         return FakeServerConfig.model_validate(values)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = str(first["loc"][0])
-        message = first["msg"].removeprefix("Value error, ")
-        raise click.UsageError(f"{_option_name(field)}: {message}") from exc
+        raise ConfigError.from_validation(exc) from exc
 
 
 @click.command(name="fake-server")
@@ -60,7 +53,12 @@ def _build_config(**values: object) -> FakeServerConfig:
 @click.option("--prefix-cache", is_flag=True, help="Simulate a prompt cache and serve /props.")
 @click.option("--fault", type=click.Choice(FAULT_MODES), default="none", show_default=True)
 @click.option(
-    "--fault-when", type=click.Choice(FAULT_WHEN_MODES), default="always", show_default=True
+    "--fault-when",
+    type=click.Choice(FAULT_WHEN_MODES),
+    default="always",
+    show_default=True,
+    help="Which requests the fault hits: every one, concurrent ones, or one traffic shape's "
+    "situation (join, ragged, early, repeat, params; see the README).",
 )
 @click.option(
     "--exit-after",
@@ -76,10 +74,7 @@ def fake_server(host: str, port: int, **settings: object) -> None:
     (status 0); the exit_after fault stops it with status 3.
     """
     config = _build_config(**settings)
-    try:
-        reason = serve(config, host, port, on_listening=_print_listening)
-    except ConfigError as exc:
-        raise click.UsageError(f"{_option_name(exc.field)}: {exc}") from exc
+    reason = serve(config, host, port, on_listening=_print_listening)
     if reason == "exit_after":
         click.echo(f"fake-server: stopped after {config.exit_after} requests", err=True)
         raise SystemExit(EXIT_AFTER_STATUS)

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from batchprobe.errors import ConfigError
 from batchprobe.models import resolve_model
 
 # Builders by family; each module exposes build(path, seed=0) -> Path.
@@ -26,10 +25,7 @@ def models() -> None:
 @click.argument("model")
 def resolve_cmd(model: str) -> None:
     """Print the local path of MODEL (an alias such as gemma3-270m, or a path)."""
-    try:
-        click.echo(str(resolve_model(model)))
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from exc
+    click.echo(str(resolve_model(model)))
 
 
 @models.command(name="build-tiny")
@@ -39,8 +35,4 @@ def resolve_cmd(model: str) -> None:
 def build_tiny_cmd(family: str, directory: Path, seed: int) -> None:
     """Build a tiny random FAMILY model (offline) into DIRECTORY."""
     builder = importlib.import_module(TINY_BUILDERS[family])
-    try:
-        path = builder.build(directory, seed=seed)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from exc
-    click.echo(str(path))
+    click.echo(str(builder.build(directory, seed=seed)))

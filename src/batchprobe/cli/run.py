@@ -1,30 +1,41 @@
-"""`batchprobe run`: probe a URL or a managed engine and write the verdict file."""
+"""`batchprobe run`: parse the options into ``plan_run``, run it, render the report.
+
+Bounds and defaults belong to ``RunConfig``/``Thresholds``; an option is declared here with
+``model_option`` and reaches ``plan_run`` by its field name. Errors are translated by the CLI's
+one boundary (``cli/_boundary.py``).
+"""
 
 from __future__ import annotations
 
-import shlex
+import signal
 from pathlib import Path
+from typing import Any
 
 import click
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 
-from batchprobe.cli._render import RichListener, print_summary
-from batchprobe.engines import DEFAULT_READY_TIMEOUT_S, get_engine
-from batchprobe.errors import BatchprobeError, ConfigError
-from batchprobe.patches import get_patch
-from batchprobe.probe.endpoint import EndpointProvider, url_provider
-from batchprobe.probe.managed import EngineProvider, engine_target
-from batchprobe.probe.plan import engine_arms, parse_arms, url_arms
-from batchprobe.probe.run import run_probe
+from batchprobe.cli._boundary import EXIT_OTHER, set_exit_code
+from batchprobe.cli._options import model_option
+from batchprobe.cli._render import RichListener
+from batchprobe.cli.report import step_summary_path
+from batchprobe.probe import plan_run, run_plan
+from batchprobe.probe.interrupts import INTERRUPT_SIGNALS
+from batchprobe.report import (
+    Renderer,
+    append_step_summary,
+    parse_formats,
+    print_summary,
+    render_markdown,
+    stdout_console,
+    write_beside,
+)
+from batchprobe.report._error import run_error
 from batchprobe.results.models import Outcome, Report, RunConfig
 from batchprobe.results.thresholds import Thresholds
-from batchprobe.workload.shapes import SHAPE_NAMES, default_shapes
+from batchprobe.workload.shapes import SHAPE_NAMES
 
-EXIT_PASS, EXIT_FAIL, EXIT_OTHER = 0, 1, 2
-_WORKLOADS = ("recall", "decode")
-_STYLE_FOR_API = {"completions": "completion", "chat": "chat"}
+EXIT_PASS, EXIT_FAIL = 0, 1
 _LOG_LINES = 15
 
 
@@ -33,162 +44,94 @@ def exit_code(report: Report) -> int:
     return {Outcome.PASS: EXIT_PASS, Outcome.FAIL: EXIT_FAIL}.get(report.verdict.outcome, EXIT_OTHER)
 
 
-def _workloads(text: str) -> list[str]:
-    names = [w.strip() for w in text.split(",") if w.strip()]
-    bad = [w for w in names if w not in _WORKLOADS]
-    if bad or not names:
-        raise ConfigError("--workloads", f"got {text!r}; choose from {', '.join(_WORKLOADS)}")
-    return names
+def _run_option(field: str, *decls: str, **kwargs: object) -> click.Option:
+    model = Thresholds if field in Thresholds.model_fields else RunConfig
+    return model_option(model, field, *decls, **kwargs)  # type: ignore[return-value]
 
 
-def _config_error(exc: ValidationError) -> ConfigError:
-    first = exc.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "config"
-    return ConfigError(f"--{field.replace('_', '-')}", first["msg"])
+# One line per option; a new RunConfig field becomes an option by adding a line here.
+_OPTIONS = [
+    click.option("--base-url", help="OpenAI-compatible server to probe, e.g. http://127.0.0.1:8080"),
+    click.option("--engine", help="Engine to launch, NAME[==VERSION] (see `batchprobe engines list`)."),
+    click.option("--model", help="Model id (URL) or model path/alias (engine, e.g. gemma3-270m)."),
+    click.option("--serve-cmd", help="With --engine serve-cmd: the server argv with {port} and {model}."),
+    click.option("--patch", "patches", multiple=True, help="Runtime patch to apply inside the engine."),
+    _run_option("sessions", "--sessions"),
+    _run_option("haystack_tokens", "--haystack-tokens"),
+    _run_option("max_tokens", "--max-tokens"),
+    click.option("--prompt-style", type=click.Choice(["completion", "chat"]),
+                 help="completion for base models, chat for instruct models [default: completion, "
+                      "or the engine's preferred API]."),
+    click.option("--workloads", help="Comma-separated: recall, decode [default: both]."),
+    click.option("--shapes", help=f"Comma-separated traffic shapes: {','.join(SHAPE_NAMES)} "
+                                  "[default: every shape the server supports]."),
+    click.option("--arms", help="Comma-separated NAME@N arms (default: serial@1,concurrent@N for a "
+                                "URL; simple@1,batching@1,batching@N for an engine)."),
+    _run_option("seed", "--seed"),
+    _run_option("request_seed", "--request-seed"),
+    _run_option("min_speedup", "--min-speedup"),
+    _run_option("recall_floor", "--recall-floor"),
+    _run_option("max_recall_drop", "--max-recall-drop"),
+    _run_option("strict_greedy", "--strict-greedy"),
+    _run_option("logprobs", "--logprobs",
+                help="Record chosen-token logprobs and report their largest drift across arms."),
+    _run_option("request_timeout_s", "--request-timeout"),
+    _run_option("ready_timeout_s", "--ready-timeout"),
+    click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                 help="Engine environments and models (default: $BATCHPROBE_CACHE_DIR or "
+                      "~/.cache/batchprobe)."),
+    click.option("--output", "-o", type=click.Path(path_type=Path), default=Path("verdict.json"),
+                 show_default=True, help="The verdict file; engine logs go to a folder beside it."),
+    click.option("--report", "report_formats", default=None,
+                 help="Also write these reports beside the verdict: comma-separated html, md, "
+                      "junit, console (verdict.html, verdict.md, verdict.junit.xml, verdict.txt)."),
+]  # fmt: skip
+
+
+def _with_options(command: click.decorators.FC) -> click.decorators.FC:
+    for option in reversed(_OPTIONS):
+        command = option(command)  # type: ignore[operator]
+    return command
 
 
 @click.command(name="run")
-@click.option("--base-url", help="OpenAI-compatible server to probe, e.g. http://127.0.0.1:8080")
-@click.option("--engine", help="Engine to launch, NAME[==VERSION] (see `batchprobe engines list`).")
-@click.option("--model", help="Model id (URL) or model path/alias (engine, e.g. gemma3-270m).")
-@click.option("--serve-cmd", help="With --engine serve-cmd: the server argv with {port} and {model}.")
-@click.option("--patch", "patches", multiple=True, help="Runtime patch to apply inside the engine.")
-@click.option("--sessions", type=click.IntRange(1, 1024), default=8, show_default=True,
-              help="Concurrent sessions (and items per workload).")
-@click.option("--haystack-tokens", type=click.IntRange(64, 200_000), default=1200,
-              show_default=True, help="Recall prompt length target, in tokens.")
-@click.option("--max-tokens", type=click.IntRange(8, 4096), default=128, show_default=True,
-              help="Decode workload output length.")
-@click.option("--prompt-style", type=click.Choice(["completion", "chat"]), default=None,
-              help="completion for base models, chat for instruct models [default: completion, "
-                   "or the engine's preferred API].")
-@click.option("--workloads", default="recall,decode", show_default=True,
-              help="Comma-separated: recall, decode.")
-@click.option("--shapes", "shapes",
-              help=f"Comma-separated traffic shapes: {','.join(SHAPE_NAMES)} "
-                   "[default: every shape the server supports].")
-@click.option("--arms", help="Comma-separated NAME@N arms (default: serial@1,concurrent@N for a URL; "
-                             "simple@1,batching@1,batching@N for an engine).")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--min-speedup", type=click.FloatRange(min=0, min_open=True),
-              default=Thresholds().min_speedup, show_default=True)
-@click.option("--recall-floor", type=click.FloatRange(0, 1),
-              default=Thresholds().recall_floor, show_default=True)
-@click.option("--max-recall-drop", type=click.FloatRange(0, 1),
-              default=Thresholds().max_recall_drop, show_default=True)
-@click.option("--strict-greedy", is_flag=True, help="Fail when greedy outputs differ across arms.")
-@click.option("--logprobs", is_flag=True,
-              help="Record chosen-token logprobs and report their largest drift across arms.")
-@click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=300.0,
-              show_default=True, help="Seconds one request may take in all.")
-@click.option("--ready-timeout", type=click.FloatRange(min=0, min_open=True),
-              default=DEFAULT_READY_TIMEOUT_S, show_default=True,
-              help="Seconds a launched engine may take to become ready.")
-@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Engine environments and models (default: $BATCHPROBE_CACHE_DIR or "
-                   "~/.cache/batchprobe).")
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("verdict.json"), show_default=True,
-              help="The verdict file; engine logs go to a folder beside it.")
-def run(
-    base_url: str | None,
-    engine: str | None,
-    model: str | None,
-    serve_cmd: str | None,
-    patches: tuple[str, ...],
-    sessions: int,
-    haystack_tokens: int,
-    max_tokens: int,
-    prompt_style: str | None,
-    workloads: str,
-    shapes: str | None,
-    arms: str | None,
-    seed: int,
-    min_speedup: float,
-    recall_floor: float,
-    max_recall_drop: float,
-    strict_greedy: bool,
-    logprobs: bool,
-    request_timeout: float,
-    ready_timeout: float,
-    cache_dir: Path | None,
-    output: Path,
-) -> None:
+@_with_options
+def run(**options: Any) -> None:
     """Probe whether batching is parallel AND correct; write the verdict file.
 
     With no --base-url and no --engine it probes llama.cpp serving gemma3-270m, building
     llama-server first when it is missing.
 
-    Exit codes: 0 PASS, 1 FAIL, 2 INCONCLUSIVE or the run could not finish.
+    Exit codes: 0 PASS, 1 FAIL, 2 INCONCLUSIVE, the run could not finish, or a usage error.
     """
     err = Console(stderr=True)
-    managed = base_url is None
-    try:
-        if base_url is not None and (engine or serve_cmd or patches):
-            raise ConfigError("--base-url", "probes a running server: drop --engine/--patch")
-        if base_url is not None and not base_url.startswith(("http://", "https://")):
-            raise ConfigError("--base-url", f"{base_url!r} is not an http:// or https:// URL")
-        for name in patches:
-            get_patch(name)
-        provider: EndpointProvider
-        if managed:
-            ref, model_path = engine_target(engine, model, cache_dir)
-            style = prompt_style or _STYLE_FOR_API[get_engine(ref.name).capabilities.default_api]
-            provider = EngineProvider(
-                ref,
-                model_path,
-                log_dir=output.with_name(output.stem + "-logs"),
-                cache_dir=cache_dir,
-                ready_timeout=ready_timeout,
-                patches=patches,
-                serve_cmd=shlex.split(serve_cmd) if serve_cmd else None,
-                # The default run builds what it needs (llama-server, ~7 min) on first use.
-                auto_install=engine is None,
-                on_install_step=lambda text: err.print(f"  installing: {text}"),
-            )
-        else:
-            style = prompt_style or "completion"
-            provider = url_provider(base_url, model)  # type: ignore[arg-type]
-        config = RunConfig(
-            base_url=base_url,
-            engine=str(ref) if managed else None,
-            model=model_path if managed else model,
-            sessions=sessions,
-            haystack_tokens=haystack_tokens,
-            max_tokens=max_tokens,
-            prompt_style=style,  # type: ignore[arg-type]
-            workloads=_workloads(workloads),  # type: ignore[arg-type]
-            shapes=default_shapes().parse(shapes) if shapes is not None else None,
-            seed=seed,
-            arms=parse_arms(arms, managed=managed) if arms else
-            (engine_arms if managed else url_arms)(sessions),
-            thresholds=Thresholds(
-                min_speedup=min_speedup,
-                recall_floor=recall_floor,
-                max_recall_drop=max_recall_drop,
-                strict_greedy=strict_greedy,
-            ),
-            patches=list(patches),
-            logprobs=logprobs,
-            request_timeout_s=request_timeout,
-        )
-    except ValidationError as exc:
-        raise click.UsageError(str(_config_error(exc))) from exc
-    except ConfigError as exc:
-        raise click.UsageError(str(exc)) from exc
-    except BatchprobeError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}")
-        raise SystemExit(EXIT_OTHER) from exc
+    formats = options.pop("report_formats")
+    renderers: list[Renderer] = parse_formats(formats) if formats else []
+    given = {k: v for k, v in options.items() if v is not None and v is not False}
+    plan = plan_run(
+        **given, on_install_step=lambda text: err.print(f"  installing: {escape(text)}")
+    )
     listener = RichListener(err)
+    # run_probe handles these signals while it runs and restores what it found: ignored,
+    # so the tail of a burst of Ctrl-C (or a hang-up) cannot turn the exit code into
+    # click's 1 while the summary prints.
+    for sig in INTERRUPT_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     with listener.progress:
-        report = run_probe(config, output, provider, listener)
-    if report.error:
-        err.print(f"[red]error:[/] {escape(report.error)}")
+        report = run_plan(plan, listener)
+    message, _ = run_error(report)
+    if message:
+        err.print(f"[red]error:[/] {escape(message)}")
     if report.log_tail:
         tail = "\n".join(report.log_tail.splitlines()[-_LOG_LINES:])
         err.print(f"[dim]last lines of the engine log:\n{escape(tail)}[/]")
-    out = Console()
-    if not out.is_terminal:
-        out = Console(width=160)  # a log file or pipe: do not squeeze the table to 80 columns
-    print_summary(out, report, str(output))
-    raise SystemExit(exit_code(report))
+    code = exit_code(report)
+    set_exit_code(code)
+    out = stdout_console()
+    print_summary(out, report, str(plan.output))
+    for path in write_beside(report, renderers, plan.output):
+        out.print(f"report written to {escape(str(path))}")
+    summary = step_summary_path()
+    if summary is not None:
+        append_step_summary(render_markdown(report), summary)
+    raise SystemExit(code)

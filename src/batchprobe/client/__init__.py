@@ -6,8 +6,9 @@
 
 from __future__ import annotations
 
+from batchprobe._aio import run
 from batchprobe.client._client import OpenAIClient
-from batchprobe.client._loop import run
+from batchprobe.client.limits import Limits
 from batchprobe.client.timeouts import Timeouts
 from batchprobe.client.types import (
     Api,
@@ -21,6 +22,7 @@ __all__ = [
     "Api",
     "CompletionRequest",
     "ErrorKind",
+    "Limits",
     "OpenAIClient",
     "RequestError",
     "RequestRecord",

@@ -12,10 +12,12 @@ from pydantic import JsonValue
 from typing_extensions import Self
 from yarl import URL
 
+from batchprobe._json import JSONDecodeError, dumps, loads
+from batchprobe.client._connection import Attempt, CheckedConnector, never_sent, reuse_trace
 from batchprobe.client._errors import TIMEOUT_ERRORS, Fault, classify, excerpt
-from batchprobe.client._json import JSONDecodeError, dumps, loads
 from batchprobe.client._payload import PATHS, request_body, request_headers
-from batchprobe.client._stream import ReplyParser
+from batchprobe.client._stream import DEFAULT_LIMITS, ReplyParser
+from batchprobe.client.limits import Limits
 from batchprobe.client.timeouts import Timeouts
 from batchprobe.client.types import CompletionRequest, ErrorKind, RequestRecord
 from batchprobe.errors import ConfigError, EngineError, EngineUnreachable
@@ -26,8 +28,8 @@ DEFAULT_TIMEOUTS = Timeouts()
 _UNREACHABLE = (aiohttp.ClientConnectionError, *TIMEOUT_ERRORS)
 # Everything a failed request can raise (the rest are bugs, and propagate).
 _REQUEST_FAILURES = (aiohttp.ClientError, Fault, *TIMEOUT_ERRORS)
-_STALE_CONNECTION = (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError)
-_STALE_RETRIES = 2
+# Errors of a send that may have never reached the server (never_sent() decides).
+_SEND_FAILURES = (aiohttp.ClientConnectionError,)
 
 
 def _root_url(base_url: str) -> URL:
@@ -43,7 +45,9 @@ class OpenAIClient:
     """Talks to one OpenAI-compatible server. Use as ``async with OpenAIClient(url) as c``.
 
     The client owns an aiohttp session with a large connection pool unless ``session`` is
-    given (the seam for tests); an injected session is left open.
+    given (the seam for tests); an injected session is left open, and without the client's
+    connector and trace only its stale-connection case is ever retried (see
+    ``_connection``). Replies are read within ``limits``.
     """
 
     def __init__(
@@ -52,6 +56,7 @@ class OpenAIClient:
         *,
         model: str | None = None,
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
+        limits: Limits = DEFAULT_LIMITS,
         max_connections: int = 1024,
         api_key: str | None = None,
         session: aiohttp.ClientSession | None = None,
@@ -61,6 +66,7 @@ class OpenAIClient:
         self.base_url = str(_root_url(base_url)).rstrip("/")
         self.model = model
         self.timeouts = timeouts
+        self.limits = limits
         self._max_connections = max_connections
         self._api_key = api_key
         self._session = session
@@ -72,8 +78,11 @@ class OpenAIClient:
 
     async def __aenter__(self) -> Self:
         if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0)
-            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
+            self._session = aiohttp.ClientSession(
+                connector=CheckedConnector(limit=self._max_connections),
+                timeout=self._timeout,
+                trace_configs=[reuse_trace()],
+            )
         return self
 
     async def __aexit__(
@@ -142,7 +151,9 @@ class OpenAIClient:
             async with self._http().request(
                 method, url, data=data, headers=headers, timeout=self._timeout
             ) as resp:
-                return resp.status, await resp.read()
+                return resp.status, await _read_body(resp, self.limits.max_body_bytes)
+        except Fault as exc:
+            raise EngineError(f"{method} {url}: {exc}") from exc
         except _UNREACHABLE as exc:
             reason = classify(exc, self.timeouts).message
             raise EngineUnreachable(f"nothing answers at {self.base_url}: {reason}") from exc
@@ -160,44 +171,63 @@ class OpenAIClient:
         ``on_progress`` is called after each network read with the chunks streamed so far
         (traffic shapes send a request when others have streamed k tokens).
         """
-        parser = ReplyParser(req.api, want_logprobs=req.logprobs is not None, streamed=req.stream)
+        parser = ReplyParser(
+            req.api,
+            want_logprobs=req.logprobs is not None,
+            streamed=req.stream,
+            max_tokens=req.max_tokens,
+            limits=self.limits,
+        )
         started = perf_counter()
         error = None
+        retries: list[str] = []
         try:
-            await self._exchange(req, parser, on_progress)
+            await self._exchange(req, parser, retries, on_progress)
             parser.finish(perf_counter())
         except _REQUEST_FAILURES as exc:
             error = classify(exc, self.timeouts)
-        return parser.record(req.request_id, started, perf_counter(), error)
+        return parser.record(req.request_id, started, perf_counter(), error, retries)
+
+    def request_body(self, req: CompletionRequest) -> dict[str, Any]:
+        """The exact JSON body ``complete(req)`` sends (recorded in the verdict)."""
+        return request_body(req, self.model)
 
     async def _exchange(
         self,
         req: CompletionRequest,
         parser: ReplyParser,
+        retries: list[str],
         on_progress: Callable[[int], None] | None = None,
     ) -> None:
-        body = dumps(request_body(req, self.model))
+        """Send once; again at most once, and only when the first send provably never reached
+        the server (``never_sent``); each such retry is recorded in ``retries``."""
+        body = dumps(self.request_body(req))
         headers = request_headers(req.request_id, self._api_key)
-        for attempt in range(_STALE_RETRIES + 1):
+        while True:
+            attempt = Attempt()
             try:
                 resp = await self._http().post(
-                    self._urls[req.api], data=body, headers=headers, timeout=self._timeout
+                    self._urls[req.api],
+                    data=body,
+                    headers=headers,
+                    timeout=self._timeout,
+                    trace_request_ctx=attempt,
                 )
-            except _STALE_CONNECTION:
-                # Some servers (llama-server) close a kept-alive connection after a stream
-                # without saying so; the next request on it fails before the server saw it,
-                # so sending it again on a fresh connection is safe.
-                if attempt == _STALE_RETRIES:
+            except _SEND_FAILURES as exc:
+                reason = never_sent(exc, attempt)
+                if reason is None or retries:
                     raise
+                retries.append(reason)
                 continue
             async with resp:
-                await _read_reply(resp, parser, on_progress)
+                await _read_reply(resp, parser, self.limits.max_body_bytes, on_progress)
             return
 
 
 async def _read_reply(
     resp: aiohttp.ClientResponse,
     parser: ReplyParser,
+    max_body: int,
     on_progress: Callable[[int], None] | None = None,
 ) -> None:
     if resp.status >= 300:
@@ -207,7 +237,7 @@ async def _read_reply(
     if kind == "sse":
         await _read_stream(resp.content, parser, first, on_progress)
         return
-    body = first + await resp.content.read()
+    body = await _read_body(resp, max_body, first)
     if kind == "json":
         # Non-streaming, or a server that answers a streaming request with JSON.
         parser.feed_json(body, perf_counter())
@@ -235,6 +265,29 @@ async def _read_stream(
         if on_progress is not None:
             on_progress(len(pieces))
         data = await content.readany()
+
+
+async def _read_body(resp: aiohttp.ClientResponse, limit: int, first: bytes = b"") -> bytes:
+    """The whole body, or a malformed-stream fault as soon as it passes ``limit`` bytes."""
+    if resp.content_length is not None and resp.content_length > limit:
+        raise _too_large(resp.content_length, limit)
+    parts, size = [], 0
+    data = first
+    while True:
+        size += len(data)
+        if size > limit:
+            raise _too_large(size, limit)
+        parts.append(data)
+        data = await resp.content.readany()
+        if not data:
+            return b"".join(parts)
+
+
+def _too_large(size: int, limit: int) -> Fault:
+    return Fault(
+        ErrorKind.MALFORMED_STREAM,
+        f"reply body of {size}+ bytes is larger than {limit} bytes (oversized); not read further",
+    )
 
 
 _SSE_STARTS = (b"data:", b":", b"event:", b"id:", b"retry:")

@@ -3,17 +3,29 @@
 Per-token work is the hot path (the client must stream >= 60k tokens/s on one core),
 so :meth:`ReplyParser.feed` does one split per network read, one JSON parse per event
 and two list appends per content-bearing event; everything else waits for the end.
+
+Every reply is bounded (:class:`~batchprobe.client.limits.Limits`): a line or event longer
+than ``max_line_bytes`` is a malformed stream, found in time linear in its size (a line's
+fragments are joined once, when it ends or grows too long); more content events than
+``max_tokens`` allows is ``exceeded_max_tokens``. Either stops the reading.
 """
 
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import Any
 
+from batchprobe._json import JSONDecodeError, loads
 from batchprobe.client._errors import Fault, excerpt
-from batchprobe.client._json import JSONDecodeError, loads
+from batchprobe.client.limits import Limits
 from batchprobe.client.types import Api, ErrorKind, RequestError, RequestRecord
 
 _DONE = b"[DONE]"
+DEFAULT_LIMITS = Limits()
+
+
+def _oversized(what: str, limit: int) -> Fault:
+    return Fault(ErrorKind.MALFORMED_STREAM, f"{what} is longer than {limit} bytes (oversized)")
 
 
 class ReplyParser:
@@ -21,8 +33,13 @@ class ReplyParser:
 
     __slots__ = (
         "_buf",
+        "_buf_len",
         "_chat",
+        "_line_cap",
+        "_max_events",
+        "_max_tokens",
         "_pending",
+        "_pending_len",
         "done",
         "finish_reason",
         "logprobs",
@@ -32,11 +49,26 @@ class ReplyParser:
         "usage",
     )
 
-    def __init__(self, api: Api, *, want_logprobs: bool, streamed: bool) -> None:
+    def __init__(
+        self,
+        api: Api,
+        *,
+        want_logprobs: bool,
+        streamed: bool,
+        max_tokens: int,
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
         self._chat = api == "chat"
-        self._buf = b""
+        # Fragments of the unfinished last line, joined once when it ends: rebuilding one
+        # bytes object per read would make a long line quadratic.
+        self._buf: list[bytes] = []
+        self._buf_len = 0
+        self._line_cap = limits.max_line_bytes
+        self._max_tokens = max_tokens
+        self._max_events = limits.max_content_events(max_tokens)
         # Data lines of an event that did not parse alone (SSE allows multi-line data).
         self._pending: list[bytes] = []
+        self._pending_len = 0
         self.token_times: list[float] = []
         self.pieces: list[str] = []
         self.logprobs: list[float] | None = [] if want_logprobs else None
@@ -47,10 +79,23 @@ class ReplyParser:
 
     def feed(self, data: bytes, now: float) -> bool:
         """Parse the SSE bytes of one network read, all stamped ``now``; True after [DONE]."""
+        if b"\n" not in data:
+            self._hold(data)
+            return False
         if self._buf:
-            data = self._buf + data
+            self._buf.append(data)
+            data = b"".join(self._buf)
+            self._buf.clear()
+            self._buf_len = 0
         lines = data.split(b"\n")
-        self._buf = lines.pop()
+        tail = lines.pop()
+        if len(data) > self._line_cap:
+            # Rare (reads are far smaller than the cap): only then can a whole line be too long.
+            for line in lines:
+                if len(line) > self._line_cap:
+                    raise _oversized("a stream line", self._line_cap)
+        if tail:
+            self._hold(tail)
         for line in lines:
             if line[:5] == b"data:":
                 if self._data_line(line[5:].strip(), now):
@@ -60,6 +105,13 @@ class ReplyParser:
             # Comments (":..."), "event:", "id:" and "retry:" lines carry nothing used here.
         return False
 
+    def _hold(self, fragment: bytes) -> None:
+        """Keep part of an unfinished line; a line past the cap is an oversized-event fault."""
+        self._buf_len += len(fragment)
+        if self._buf_len > self._line_cap:
+            raise _oversized("a stream line", self._line_cap)
+        self._buf.append(fragment)
+
     def feed_json(self, body: bytes, now: float) -> None:
         """Parse a whole non-streaming reply that arrived at ``now``."""
         self.streamed = False
@@ -68,7 +120,7 @@ class ReplyParser:
 
     def _data_line(self, payload: bytes, now: float) -> bool:
         if self._pending:
-            self._pending.append(payload)
+            self._pend(payload)
             return False
         if payload == _DONE:
             self.done = True
@@ -77,14 +129,21 @@ class ReplyParser:
             event = loads(payload)
         except JSONDecodeError:
             # Possibly the first line of a multi-line event; judged at the blank line.
-            self._pending.append(payload)
+            self._pend(payload)
             return False
         self._event(event, now, payload)
         return False
 
+    def _pend(self, payload: bytes) -> None:
+        self._pending_len += len(payload)
+        if self._pending_len > self._line_cap:
+            raise _oversized("a stream event", self._line_cap)
+        self._pending.append(payload)
+
     def _end_of_event(self, now: float) -> None:
         payload = b"\n".join(self._pending)
         self._pending.clear()
+        self._pending_len = 0
         self._event(_json_or_fault(payload, "stream event"), now, payload)
 
     def _event(self, event: Any, now: float, raw: bytes) -> None:
@@ -118,6 +177,8 @@ class ReplyParser:
                 raise TypeError("text is not a string")
             self.token_times.append(now)
             self.pieces.append(text)
+            if len(self.pieces) > self._max_events:
+                raise self._exceeded(f"{len(self.pieces)} content events")
         elif delta is None and finish is None:
             raise KeyError("choice has no text and no finish_reason")
         if finish is not None:
@@ -147,9 +208,28 @@ class ReplyParser:
             )
         raise KeyError("event has neither choices nor usage")
 
+    def _exceeded(self, seen: str) -> Fault:
+        return Fault(
+            ErrorKind.EXCEEDED_MAX_TOKENS,
+            f"{seen} for max_tokens {self._max_tokens} (tolerated: {self._max_events}); "
+            "the reply was not read further",
+            body_excerpt=excerpt(self.text()) or None,
+        )
+
+    def _check_token_count(self) -> None:
+        """The server's own counts (usage, one logprob per token) beyond ``max_tokens``."""
+        usage = self.usage if isinstance(self.usage, dict) else {}
+        reported = _int_or_none(usage.get("completion_tokens"))
+        if reported is not None and reported > self._max_events:
+            raise self._exceeded(f"usage.completion_tokens {reported}")
+        if self.logprobs is not None and len(self.logprobs) > self._max_events:
+            raise self._exceeded(f"{len(self.logprobs)} token logprobs")
+
     def finish(self, now: float) -> None:
         """The reply ended (EOF or [DONE]): raise a ``Fault`` unless it is a complete answer."""
-        tail, self._buf = self._buf.strip(), b""
+        tail = b"".join(self._buf).strip()
+        self._buf.clear()
+        self._buf_len = 0
         if tail[:5] == b"data:" and not self._pending:
             self._last_line(tail[5:].strip(), now)
         if self._pending:
@@ -161,6 +241,7 @@ class ReplyParser:
                 "stream ended before [DONE] or a finish_reason",
                 body_excerpt=excerpt(self.text()) or None,
             )
+        self._check_token_count()
         if self.finish_reason == "error":
             raise Fault(
                 ErrorKind.FINISH_REASON_ERROR,
@@ -185,7 +266,12 @@ class ReplyParser:
         return "".join(self.pieces)
 
     def record(
-        self, request_id: str, started_at: float, finished_at: float, error: RequestError | None
+        self,
+        request_id: str,
+        started_at: float,
+        finished_at: float,
+        error: RequestError | None,
+        retries: list[str] | None = None,
     ) -> RequestRecord:
         usage = self.usage if isinstance(self.usage, dict) else {}
         details = usage.get("prompt_tokens_details")
@@ -195,8 +281,9 @@ class ReplyParser:
             first_token_at=self.token_times[0] if self.token_times else None,
             finished_at=finished_at,
             token_times=self.token_times,
-            pieces=self.pieces,
+            # The output is kept once: the text, and where each chunk of it ended.
             text=self.text(),
+            chunk_ends=list(accumulate(len(piece) for piece in self.pieces)),
             completion_tokens=_int_or_none(usage.get("completion_tokens")),
             prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
             cached_tokens=_int_or_none(
@@ -206,6 +293,7 @@ class ReplyParser:
             logprobs=self.logprobs,
             streamed=self.streamed,
             error=error,
+            retries=retries or [],
         )
 
 

@@ -22,6 +22,8 @@ class ErrorKind(str, Enum):
     EMPTY_OUTPUT = "empty_output"
     MALFORMED_STREAM = "malformed_stream"
     DISCONNECTED = "disconnected"
+    EXCEEDED_MAX_TOKENS = "exceeded_max_tokens"
+    """More output than ``max_tokens`` allows: a stop-condition bug, a correctness failure."""
 
 
 class RequestError(BaseModel):
@@ -65,10 +67,11 @@ class RequestRecord(BaseModel):
     token_times: list[float] = Field(
         default_factory=list, description="Arrival time of each content-bearing chunk."
     )
-    pieces: list[str] = Field(
-        default_factory=list, description="Text of each content-bearing chunk, in order."
+    text: str = Field(default="", description="The whole generated text.")
+    chunk_ends: list[int] = Field(
+        default_factory=list,
+        description="End offset in ``text`` of each content-bearing chunk, in order.",
     )
-    text: str = ""
     completion_tokens: int | None = Field(default=None, description="usage.completion_tokens")
     prompt_tokens: int | None = Field(default=None, description="usage.prompt_tokens")
     cached_tokens: int | None = Field(
@@ -78,7 +81,22 @@ class RequestRecord(BaseModel):
     logprobs: list[float] | None = None
     streamed: bool = True
     error: RequestError | None = None
+    retries: list[str] = Field(
+        default_factory=list,
+        description="Why the request was sent again, once at most: only for a request that "
+        "provably never reached the server (a kept-alive connection it had closed).",
+    )
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def pieces(self) -> list[str]:
+        """The text of each content-bearing chunk, derived from ``text`` and ``chunk_ends``."""
+        return chunk_texts(self.text, self.chunk_ends)
+
+
+def chunk_texts(text: str, chunk_ends: list[int]) -> list[str]:
+    """Split ``text`` at the chunk end offsets (the one stored form of a streamed output)."""
+    return [text[start:end] for start, end in zip([0, *chunk_ends], chunk_ends)]

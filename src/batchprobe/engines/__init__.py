@@ -20,8 +20,9 @@ from batchprobe.engines._envs import (
     resolve,
 )
 from batchprobe.engines._known import KnownIssue
+from batchprobe.engines._launches import LaunchRecord, StaleLaunch, reap_stale, stale_launches
 from batchprobe.engines._lifecycle import DEFAULT_READY_TIMEOUT_S, RunningEngine, launch
-from batchprobe.engines._process import group_members, reserve_port
+from batchprobe.engines._process import reserve_port
 from batchprobe.engines._ref import EngineRef
 from batchprobe.engines._registry import (
     ENTRY_POINT_GROUP,
@@ -40,6 +41,7 @@ from batchprobe.engines._types import (
     current_platform,
 )
 from batchprobe.engines.serve_cmd import ServeCmd
+from batchprobe.processes import group_members, launch_processes
 
 __all__ = [
     "DEFAULT_READY_TIMEOUT_S",
@@ -54,11 +56,13 @@ __all__ = [
     "InstallRecipe",
     "Installation",
     "KnownIssue",
+    "LaunchRecord",
     "LaunchSpec",
     "Mode",
     "PipEngine",
     "RunningEngine",
     "ServeCmd",
+    "StaleLaunch",
     "builtin_engines",
     "current_platform",
     "default_registry",
@@ -72,7 +76,10 @@ __all__ = [
     "installed_versions",
     "last_traceback",
     "launch",
+    "launch_processes",
+    "reap_stale",
     "require_installation",
     "reserve_port",
     "resolve",
+    "stale_launches",
 ]

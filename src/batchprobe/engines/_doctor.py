@@ -9,6 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from batchprobe.engines._envs import installed_versions
+from batchprobe.engines._launches import reap_stale, stale_launches
 from batchprobe.engines._llama_build import missing_tools
 from batchprobe.engines._registry import EngineRegistry, default_registry
 from batchprobe.engines._steps import capture
@@ -67,9 +68,34 @@ def _install_checks(registry: EngineRegistry, cache: Path) -> list[DoctorCheck]:
     return checks
 
 
+def _launch_checks(cache: Path, reap: bool) -> list[DoctorCheck]:
+    """Engines whose batchprobe is gone but which still run (or were just reaped)."""
+    checks = []
+    for stale in reap_stale(cache) if reap else stale_launches(cache):
+        record = stale.record
+        pids = ", ".join(str(p) for p in stale.pids)
+        where = f"{record.engine} launch {record.token} (owner pid {record.owner_pid} is gone)"
+        checks.append(
+            DoctorCheck(
+                subject="stale launch",
+                ok=reap,
+                detail=f"{where}: reaped pids {pids}"
+                if reap
+                else f"{where}: pids {pids} still run; `batchprobe engines doctor --reap` stops "
+                f"them; argv: {' '.join(record.argv)}",
+            )
+        )
+    return checks
+
+
 def doctor(
-    cache_dir: Path | None = None, registry: EngineRegistry | None = None
+    cache_dir: Path | None = None, registry: EngineRegistry | None = None, *, reap: bool = False
 ) -> list[DoctorCheck]:
-    """Checks of the machine, then of every installed engine environment."""
+    """Checks of the machine, of every installed engine environment, and of stale launches
+    (engines left running by a batchprobe that died); ``reap`` stops those."""
     cache = default_cache_dir(cache_dir)
-    return _tool_checks(cache) + _install_checks(registry or default_registry(), cache)
+    return (
+        _tool_checks(cache)
+        + _install_checks(registry or default_registry(), cache)
+        + _launch_checks(cache, reap)
+    )

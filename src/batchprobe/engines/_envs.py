@@ -9,7 +9,6 @@ processes from building the same environment at once.
 from __future__ import annotations
 
 import fcntl
-import os
 import shutil
 import sys
 import time
@@ -28,6 +27,7 @@ from batchprobe.engines._registry import EngineRegistry, get_engine
 from batchprobe.engines._steps import OnStep, capture, run_step
 from batchprobe.engines._types import Installation, current_platform
 from batchprobe.errors import ConfigError, EngineInstallFailed, EngineNotInstalled
+from batchprobe.files import write_atomic
 from batchprobe.paths import cache_dir as default_cache_dir
 
 MARKER = ".batchprobe-complete"
@@ -200,7 +200,7 @@ def _build(engine: Engine, version: str, root: Path, cache: Path, on_step: OnSte
         seconds=round(time.monotonic() - started, 1),
         steps=[list(s) for s in recipe.steps],
     )
-    _write_atomic(root / MARKER, marker.model_dump_json(indent=2))
+    write_atomic(root / MARKER, marker.model_dump_json(indent=2))
     return inst
 
 
@@ -225,8 +225,3 @@ def _check_version(engine: Engine, inst: Installation, version: str, log: Path) 
     if not _same_version(actual, version):
         raise EngineInstallFailed(f"asked for {engine.name}=={version}, got {actual}; see {log}")
 
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from batchprobe.engines._base import Engine
 from batchprobe.engines._envs import require_installation, resolve
-from batchprobe.engines._process import TERM_GRACE_S, reserve_port, start_group, stop_group
+from batchprobe.engines._launches import forget_launch, reap_stale, record_launch
+from batchprobe.engines._process import reserve_port, start_launch
 from batchprobe.engines._ready import Readiness
 from batchprobe.engines._ref import EngineRef
 from batchprobe.engines._registry import EngineRegistry
@@ -26,6 +27,8 @@ from batchprobe.engines._types import (
 )
 from batchprobe.engines.serve_cmd import ServeCmd
 from batchprobe.errors import ConfigError
+from batchprobe.paths import cache_dir as default_cache_dir
+from batchprobe.processes import TERM_GRACE_S
 
 DEFAULT_READY_TIMEOUT_S = 300.0
 MAX_CONCURRENCY = 4096
@@ -45,15 +48,29 @@ class RunningEngine:
     log_path: Path
     capabilities: Capabilities
     process: subprocess.Popen[bytes]
+    launch_token: str
+    """Marks every process of this launch (``BATCHPROBE_LAUNCH``), setsid'd ones included."""
 
     @property
     def pid(self) -> int:
         """The server's pid, which is also its process-group id."""
         return self.process.pid
 
+    @property
+    def pgid(self) -> int:
+        return self.process.pid
+
     def is_alive(self) -> bool:
         """True while the server process has not exited."""
         return self.process.poll() is None
+
+    def exit_code(self, wait: float = 0.0) -> int | None:
+        """The server's exit status once it has exited (negative: killed by that signal),
+        waiting up to ``wait`` seconds for it; None while it runs."""
+        try:
+            return self.process.wait(timeout=wait) if wait > 0 else self.process.poll()
+        except subprocess.TimeoutExpired:
+            return None
 
     def log_tail(self, lines: int = 60) -> str:
         """The last ``lines`` lines of the server log."""
@@ -117,10 +134,15 @@ def launch(
     """Start the engine for one configuration, wait until it is ready, stop it on exit.
 
     Raises EngineNotInstalled (with the install command), EngineExitedEarly or
-    EngineFailedToStart (with the log tail and the argv to reproduce). The whole
-    process group is stopped when the block ends, however it ends: SIGTERM, then
-    SIGKILL after ``stop_grace`` seconds. ``prefix_cache`` keeps the engine's default prefix
-    cache (engines that disable it to keep arms cold). ``extra_env`` and ``pythonpath_prepend``
+    EngineFailedToStart (with the log tail and the argv to reproduce; also when the
+    program cannot be executed at all). The whole launch is stopped when the block ends,
+    however it ends: the process group and every process marked with the launch token
+    (escapees that called ``setsid``), SIGTERM, then SIGKILL after ``stop_grace``
+    seconds; a watchdog (and ``PR_SET_PDEATHSIG`` on Linux) does the same if this
+    process dies first. While it runs, the launch is recorded under the cache
+    (``launches/``) so ``engines doctor`` can find it if it is ever left behind; stale
+    launches of dead owners are reaped first. ``prefix_cache`` keeps the engine's default
+    prefix cache (engines that disable it to keep arms cold). ``extra_env`` and ``pythonpath_prepend``
     reach the engine process (e.g. a sitecustomize shim that applies patches).
     """
     engine, version = _pick_engine(ref, registry, serve_cmd)
@@ -141,8 +163,15 @@ def launch(
     )
     argv = engine.launch_argv(inst, spec)
     env = _environment(engine, inst, spec, extra_env, pythonpath_prepend)
-    proc = start_group(argv, log_path, env)
+    cache = default_cache_dir(cache_dir)
+    reap_stale(cache)
+    started = start_launch(argv, log_path, env, grace=stop_grace)
+    proc = started.proc
     try:
+        record_launch(
+            cache, token=started.token, engine=f"{engine.name} {inst.version}", pid=proc.pid,
+            argv=argv, log_path=log_path,
+        )  # fmt: skip
         base_url = f"http://{LOOPBACK}:{spec.port}"
         ready = Readiness(proc, argv, log_path, ready_timeout, engine.fatal_startup_patterns)
         ready.wait_for(base_url + engine.readiness_path)
@@ -158,6 +187,10 @@ def launch(
             log_path=log_path,
             capabilities=engine.capabilities,
             process=proc,
+            launch_token=started.token,
         )
     finally:
-        stop_group(proc, grace=stop_grace)
+        try:
+            started.stop(grace=stop_grace)
+        finally:
+            forget_launch(cache, started.token)

@@ -1,6 +1,16 @@
-"""vLLM (`vllm serve`): always continuously batched; "simple" means one sequence at a time."""
+"""vLLM (`vllm serve`): always continuously batched; "simple" means one sequence at a time.
+
+Checked against vLLM 0.33.0's own CLI: ``python -m vllm.entrypoints.openai.api_server``
+is deprecated there (a DeprecationWarning pointing to ``vllm serve``), so batchprobe
+launches the ``vllm`` console script of the environment (``vllm serve [model_tag]``,
+also the documented entry point of the older releases such as 0.11.0). ``--host`` and
+``--port`` come from its ``FrontendArgs`` (``vllm/entrypoints/common/cli_args.py``),
+``--max-num-seqs`` and ``--seed`` from ``EngineArgs`` (``vllm/engine/arg_utils.py``).
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from batchprobe.engines._base import PipEngine
 from batchprobe.engines._types import Installation, LaunchSpec, PlatformName
@@ -12,7 +22,7 @@ class Vllm(PipEngine):
     name = "vllm"
     description = "vLLM's OpenAI server (GPU); --max-num-seqs caps the running batch."
     package = "vllm"
-    default_version = "0.11.0"
+    default_version = "0.33.0"
     runs_here = False
 
     def pip_requirements(self, version: str, platform: PlatformName) -> list[list[str]]:
@@ -22,10 +32,8 @@ class Vllm(PipEngine):
     def launch_argv(self, inst: Installation, spec: LaunchSpec) -> list[str]:
         seqs = 1 if spec.mode == "simple" else spec.concurrency
         return [
-            str(inst.python),
-            "-m",
-            "vllm.entrypoints.openai.api_server",
-            "--model",
+            str(Path(str(inst.python)).with_name("vllm")),
+            "serve",
             spec.model,
             "--host",
             spec.host,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from batchprobe.fake import _json, _tokens
+from batchprobe import _json
+from batchprobe.fake import _tokens
 from batchprobe.fake._config import LateFault
 
 
@@ -45,6 +46,22 @@ class Answer:
 
 
 ERROR_ANSWER = Answer((), (), (), "error")
+
+# ignore_max_tokens answers this many times max_tokens (at least RUNAWAY_MIN_TOKENS), far past
+# any client's patience; the repeated tuples share their strings, so it costs the server little.
+RUNAWAY_FACTOR = 64
+RUNAWAY_MIN_TOKENS = 1 << 12
+
+
+def runaway(answer: Answer, max_tokens: int) -> Answer:
+    """``answer`` repeated far beyond ``max_tokens``: a server whose stop condition is broken."""
+    if not answer.texts:
+        return answer
+    total = max(RUNAWAY_FACTOR * max_tokens, RUNAWAY_MIN_TOKENS)
+    times = -(-total // len(answer.texts))
+    return Answer(
+        answer.texts * times, answer.encoded * times, answer.logprobs * times, "length"
+    )
 
 
 def cut_at_stop(answer: Answer, stops: Sequence[str]) -> Answer:

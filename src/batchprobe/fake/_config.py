@@ -14,6 +14,10 @@ Fault = Literal[
     "cross_talk",
     "corrupt",
     "busy_503",
+    # Client-hardening faults: a request read then dropped, a runaway stream, one huge event.
+    "drop_after_read",
+    "ignore_max_tokens",
+    "huge_event",
     "exit_after",
     "hang",
     "malformed_sse",
@@ -74,13 +78,13 @@ class FakeServerConfig(BaseModel):
     (one in flight when it arrived, or one arriving before its first token). Decided when the
     first token is due. Ignored by ``busy_503`` (concurrent by nature) and ``exit_after``.
 
-    The shape triggers fire each in its own situation only: ``join`` (it arrived while
-    another in flight had streamed a token, and is not a repeat), ``ragged`` (the prompts in
-    flight span more than 2x in length when its first token is due), ``early`` (tokens after
-    a request that was not decoding yet when it arrived left with fewer tokens; only those
-    tokens, and only with corrupt, finish_error or truncated_stream), ``repeat`` (its prompt
-    equals, or shares an 80% prefix with, another of the busy period) and ``params``
-    (another in flight has other sampling parameters)."""
+    The shape triggers fire each in its own situation only (see the README): ``join`` (it
+    arrived while another in flight had streamed a token, and is not a repeat), ``ragged``
+    (the prompts in flight when it arrived or when its first token is due span more than 2x
+    in length), ``early`` (the tokens after a request that was not decoding yet when it
+    arrived left with fewer tokens; only with corrupt, finish_error or truncated_stream),
+    ``repeat`` (its prompt equals, or shares an 80% prefix with, another of the busy period)
+    and ``params`` (another in flight has other sampling parameters)."""
 
     exit_after: int | None = Field(default=None, ge=1, validate_default=True)
     """With ``fault="exit_after"``: the server stops once this many generation requests have

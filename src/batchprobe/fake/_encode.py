@@ -10,7 +10,7 @@ from __future__ import annotations
 from itertools import accumulate
 from typing import Any
 
-from batchprobe.fake import _json
+from batchprobe import _json
 from batchprobe.fake._answer import Answer
 from batchprobe.fake._requests import GenRequest
 

@@ -9,15 +9,15 @@ from typing import Any
 
 from aiohttp import web
 
-from batchprobe.fake import _json
-from batchprobe.fake._answer import ERROR_ANSWER, Answer, corrupt
+from batchprobe import _json
+from batchprobe.fake._answer import ERROR_ANSWER, Answer, corrupt, runaway
 from batchprobe.fake._clock import TokenClock, sleep_until
 from batchprobe.fake._encode import DONE, Encoder, usage
 from batchprobe.fake._model import respond, unknown_bias_id
 from batchprobe.fake._progress import Progress, generate_silently, late_fault
 from batchprobe.fake._requests import Api, BadRequest, parse, parse_tokenize
 from batchprobe.fake._state import STATE_KEY, Flight, ServerState
-from batchprobe.fake._stream import StreamPlan, stream_fault, write_stream
+from batchprobe.fake._stream import StreamPlan, huge_text_event, stream_fault, write_stream
 from batchprobe.fake._tokens import corrupt_code
 from batchprobe.workload.needle import find_needle_code
 
@@ -117,6 +117,8 @@ async def _reply(
         await asyncio.get_running_loop().create_future()  # never answered; cancelled at shutdown
     if faulted and config.fault == "http_500":
         return error_response(500, "fake engine failure (fault http_500)", "server_error")
+    if faulted and config.fault == "drop_after_read":
+        return _drop(request)
     answer = _answer(state, flight, healthy) if faulted else healthy
     flight.planned = len(answer.texts)
     progress = Progress(state, flight, late_fault(state))
@@ -139,6 +141,9 @@ async def _reply(
         plan = StreamPlan(answer, clock, encoder, tail, progress, fault)
         return await write_stream(request, plan, headers)
     answer = await generate_silently(clock, progress, answer)
+    if faulted and config.fault == "huge_event":
+        huge = b"".join((b'{"choices":[{"index":0,"text":"', *huge_text_event()[1:-1], b'"}]}'))
+        return web.Response(body=huge, content_type="application/json", headers=headers)
     body = encoder.body(answer, usage(gen.prompt_tokens, len(answer.texts), cached_tokens))
     if progress.cut:
         return await _broken_body(request, body, "truncated_stream", headers)
@@ -160,6 +165,8 @@ def _clock(state: ServerState, flight: Flight, *, cached: bool) -> TokenClock:
 def _answer(state: ServerState, flight: Flight, healthy: Answer) -> Answer:
     """What ``flight`` is answered under the fault decided at its first token."""
     fault = state.config.fault
+    if fault == "ignore_max_tokens":
+        return runaway(healthy, flight.gen.max_tokens)
     if fault not in ("finish_error", "cross_talk", "param_leak", "corrupt"):
         return healthy
     if fault == "finish_error":
@@ -189,6 +196,13 @@ def _answers_otherwise(flight: Flight, other: Flight) -> bool:
     if flight.code is not None:
         return other.code is not None and other.code != flight.code
     return other.code is None and other.gen.prompt != flight.gen.prompt
+
+
+def _drop(request: web.Request) -> web.StreamResponse:
+    """drop_after_read: the request was read; close the connection without a byte of reply."""
+    if request.transport is not None:
+        request.transport.close()
+    return web.Response()
 
 
 def _echo_headers(request: web.Request) -> dict[str, str]:

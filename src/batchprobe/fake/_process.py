@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import select
-import signal
 import subprocess
 import sys
 import threading
@@ -13,6 +11,7 @@ from types import TracebackType
 from typing_extensions import Self
 
 from batchprobe.errors import EngineFailedToStart
+from batchprobe.processes import stop_group
 
 _LISTENING = "listening on "
 _STOP_WAIT_S = 5.0
@@ -72,13 +71,8 @@ class FakeServerProcess:
         proc = self._proc
         if proc is None:
             return
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=_STOP_WAIT_S)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        # The whole group, even when the leader has exited: nothing it started survives.
+        stop_group(proc, grace=_STOP_WAIT_S)
         if self._drain is not None:
             self._drain.join(timeout=_STOP_WAIT_S)
         if proc.stdout is not None:

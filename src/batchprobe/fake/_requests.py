@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from batchprobe.fake import _json
+from batchprobe import _json
 
 Api = Literal["completions", "chat"]
 DEFAULT_MAX_TOKENS = 16
@@ -84,19 +84,20 @@ class Sampling:
     """The parameters an engine must keep per row of its batch (the ``params`` trigger
     compares these between requests in flight; ``param_leak`` swaps them).
 
-    ``temperature`` None (not sent) generates greedily, like 0: the fake's text must stay
-    deterministic for clients that send no sampling parameters at all.
+    A parameter not sent holds its neutral value (temperature 0, top_p 1), so a request
+    that sends none equals one that sends them neutral: the fake's text stays deterministic
+    for clients that send no sampling parameters, and omitting one is no difference in flight.
     """
 
-    temperature: float | None = None
-    top_p: float | None = None
+    temperature: float = 0.0
+    top_p: float = 1.0
     logit_bias: tuple[tuple[int, float], ...] = ()
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
 
     @property
     def sampled(self) -> bool:
-        return self.temperature is not None and self.temperature > 0
+        return self.temperature > 0
 
     def forced_token(self) -> int | None:
         """The token id a bias of at least ``FORCING_BIAS`` forces at every position."""
@@ -156,9 +157,11 @@ class _TokenizeBody(BaseModel):
 def parse_tokenize(raw: bytes) -> str:
     """The text of a llama.cpp-style ``POST /tokenize`` body ``{"content": str}``."""
     try:
-        return _TokenizeBody.model_validate(_json.loads(raw)).content
+        data = _json.loads(raw)
     except _json.JSONDecodeError as exc:
         raise BadRequest("body", f"not valid JSON ({exc})") from exc
+    try:
+        return _TokenizeBody.model_validate(data).content
     except ValidationError as exc:
         raise BadRequest("content", exc.errors()[0]["msg"]) from exc
 
@@ -209,8 +212,8 @@ def _stops(body: _Common) -> tuple[str, ...]:
 
 def _sampling(body: _Common) -> Sampling:
     return Sampling(
-        temperature=body.temperature,
-        top_p=body.top_p,
+        temperature=body.temperature or 0.0,
+        top_p=1.0 if body.top_p is None else body.top_p,
         logit_bias=_logit_bias(body.logit_bias or {}),
         presence_penalty=body.presence_penalty,
         frequency_penalty=body.frequency_penalty,

@@ -11,6 +11,7 @@ from types import TracebackType
 from aiohttp import web
 from typing_extensions import Self
 
+from batchprobe._aio import new_event_loop
 from batchprobe.errors import ConfigError
 from batchprobe.fake._app import build_app
 from batchprobe.fake._config import FakeServerConfig
@@ -25,15 +26,6 @@ _START_TIMEOUT_S = 30.0
 _BACKLOG = 4096
 
 OnListening = Callable[[str], None]
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """A uvloop loop when uvloop is installed, else the default one."""
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - exercised only without the "fast" extra
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
 
 
 def _close_loop(loop: asyncio.AbstractEventLoop) -> None:

@@ -9,6 +9,7 @@ O(1), or O(requests in flight) only where a configured trigger needs to look at 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import hashlib
 from collections import Counter
@@ -24,6 +25,8 @@ from batchprobe.fake._requests import GenRequest, Sampling
 from batchprobe.fake._tokens import Vocabulary
 
 StopReason = Literal["requested", "exit_after"]
+# Requests a busy period remembers at most (repeat and cross_talk look back over it).
+PERIOD_LIMIT = 8192
 _Key = TypeVar("_Key", bound=Hashable)
 
 
@@ -49,6 +52,8 @@ class Flight:
     fault_from: int | None = None
     """The ``early`` trigger: its tokens from this index on are faulted."""
     departed: bool = False
+    lengths_at_arrival: tuple[int, ...] = ()
+    """The ragged trigger: shortest and longest prompt in flight when it arrived."""
 
 
 class ServerState:
@@ -97,10 +102,11 @@ class ServerState:
             joined_decoding=self._decoding > 0,
             planned=planned,
         )
+        if self.config.fault_when == "ragged" and self._lengths:
+            flight.lengths_at_arrival = (min(self._lengths), max(self._lengths))
         self._next_seq += 1
         self._inflight[flight.seq] = flight
-        self._period.append(flight)
-        self._period_heads.setdefault(gen.prompt[: _triggers.HEAD], []).append(flight)
+        self._remember(flight)
         self._lengths[gen.prompt_tokens] += 1
         self._samplings[gen.sampling] += 1
         try:
@@ -162,7 +168,9 @@ class ServerState:
             joined = flight.joined_decoding
             return joined and not _triggers.repeated(flight.gen, self._peers(flight))
         if when == "ragged":
-            return _triggers.ragged(self._lengths.keys())
+            # Those in flight at its arrival count too: a short one may have left before a
+            # long one's prefill is done, and which does depends on arrival jitter.
+            return _triggers.ragged([*self._lengths, *flight.lengths_at_arrival])
         if when == "repeat":
             return _triggers.repeated(flight.gen, self._peers(flight))
         if when == "params":
@@ -177,7 +185,7 @@ class ServerState:
         finds a peer after its peers have finished (cross_talk, param_leak).
         """
         period = self._period
-        start = flight.seq - period[0].seq
+        start = bisect.bisect_left(period, flight.seq, key=lambda f: f.seq)
         for offset in range(1, len(period)):
             other = period[(start + offset) % len(period)]
             if fits(other):
@@ -205,6 +213,24 @@ class ServerState:
         if self.stop_reason is None:
             self.stop_reason = reason
         self.stop_event.set()
+
+    def _remember(self, flight: Flight) -> None:
+        """Add ``flight`` to the busy period. A server never idle would grow it forever:
+        past ``PERIOD_LIMIT`` the older half is forgotten, except requests still in flight
+        (amortised O(1) per arrival)."""
+        period = self._period
+        if len(period) >= PERIOD_LIMIT:
+            recent = period[len(period) // 2 :]
+            older = [f for f in period[: len(period) // 2] if f.seq in self._inflight]
+            period[:] = older + recent
+            self._period_heads.clear()
+            for kept in period:
+                self._file_head(kept)
+        period.append(flight)
+        self._file_head(flight)
+
+    def _file_head(self, flight: Flight) -> None:
+        self._period_heads.setdefault(flight.gen.prompt[: _triggers.HEAD], []).append(flight)
 
     def _tick(self) -> int:
         self._ticks += 1

@@ -14,12 +14,26 @@ from batchprobe.fake._clock import TokenClock
 from batchprobe.fake._encode import MALFORMED, Encoder
 from batchprobe.fake._progress import Progress
 
-StreamFault = Literal["malformed_sse", "truncated_stream", "buffered"]
+StreamFault = Literal["malformed_sse", "truncated_stream", "buffered", "huge_event"]
 _STREAM_FAULTS: dict[str, StreamFault] = {
     "malformed_sse": "malformed_sse",
     "truncated_stream": "truncated_stream",
     "buffered": "buffered",
+    "huge_event": "huge_event",
 }
+# The one event the huge_event fault sends mid-stream: a single 50 MB data line.
+HUGE_EVENT_BYTES = 50 * 1000 * 1000
+_HUGE_WRITE = 1 << 20
+
+
+def huge_text_event(size: int = HUGE_EVENT_BYTES) -> tuple[bytes, ...]:
+    """One valid completion event of about ``size`` bytes, in write-sized parts."""
+    head = b'data: {"choices":[{"index":0,"text":"'
+    tail = b'","logprobs":null,"finish_reason":null}]}\n\n'
+    body = size - len(head) - len(tail)
+    block = b"x" * _HUGE_WRITE
+    parts = [block] * (body // _HUGE_WRITE) + [b"x" * (body % _HUGE_WRITE)]
+    return (head, *parts, tail)
 
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
@@ -53,8 +67,8 @@ async def write_stream(
         elif request.transport is not None:
             # truncated_stream: drop the connection mid-reply, no terminating chunk.
             request.transport.close()
-    except ConnectionResetError:
-        pass  # the client went away; nobody is left to tell
+    except ConnectionError:
+        pass  # the client went away (or stopped reading a runaway reply); nobody to tell
     return response
 
 
@@ -64,6 +78,7 @@ async def _emit(response: web.StreamResponse, plan: StreamPlan) -> bool:
     answer, clock, fault, progress = plan.answer, plan.clock, plan.fault, plan.progress
     count = len(answer.texts)
     malformed_at = count // 2 if fault == "malformed_sse" else -1
+    huge_at = count // 2 if fault == "huge_event" else -1
     cut_after = max(1, count // 2) if fault == "truncated_stream" else -1
     # Chunks due at the same moment go out in one write: with zero latency a whole stream
     # is one syscall, so the fake server stays far cheaper than the client it measures.
@@ -88,6 +103,11 @@ async def _emit(response: web.StreamResponse, plan: StreamPlan) -> bool:
             break
         if index == malformed_at:
             pending.append(MALFORMED)
+        if index == huge_at:
+            await response.write(b"".join(pending))
+            pending.clear()
+            for part in huge_text_event():
+                await response.write(part)  # drains: a client that stops reading stops it
         pending.append(plan.encoder.token_chunk(answer, index))
         progress.token()
         if index == 0 and fault != "buffered":

@@ -10,7 +10,7 @@ import hashlib
 import random
 from itertools import product
 
-from batchprobe.fake import _json
+from batchprobe import _json
 
 _ONSETS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"

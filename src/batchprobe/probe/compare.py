@@ -13,15 +13,16 @@ def first_divergence(base: SessionResult, other: SessionResult) -> Divergence | 
     """None when the texts are equal; else where the chunk sequences first differ."""
     if base.text == other.text:
         return None
-    pairs = enumerate(zip(base.pieces, other.pieces))
-    shorter = min(len(base.pieces), len(other.pieces))
+    base_pieces, other_pieces = base.pieces, other.pieces
+    pairs = enumerate(zip(base_pieces, other_pieces))
+    shorter = min(len(base_pieces), len(other_pieces))
     index = next((i for i, (a, b) in pairs if a != b), shorter)
     return Divergence(
         workload=base.workload,
         session=base.session,
         index=index,
-        baseline=base.pieces[index] if index < len(base.pieces) else None,
-        arm=other.pieces[index] if index < len(other.pieces) else None,
+        baseline=base_pieces[index] if index < len(base_pieces) else None,
+        arm=other_pieces[index] if index < len(other_pieces) else None,
     )
 
 
@@ -60,7 +61,7 @@ def compare(arm: ArmResult, baseline: ArmResult) -> ArmComparison:
             comparison.greedy_matches += 1
         else:
             comparison.divergences.append(divergence)
-        agree = len(s.pieces) if divergence is None else divergence.index
+        agree = len(s.chunk_ends) if divergence is None else divergence.index
         delta = logprob_delta(base, s, agree)
         if delta is not None:
             comparison.max_logprob_delta = max(comparison.max_logprob_delta or 0.0, delta)

@@ -20,6 +20,18 @@ def _no_diagnosis(error_bodies: list[str]) -> list[Diagnosis]:
 
 
 @dataclass(frozen=True)
+class EngineProcess:
+    """The process behind a managed endpoint: how to find it, and how it ended."""
+
+    pid: int
+    pgid: int
+    launch_token: str
+    exit_code: Callable[[float], int | None]
+    """The exit status, waiting up to that many seconds; None while it runs."""
+    log_tail: Callable[[], str]
+
+
+@dataclass(frozen=True)
 class Endpoint:
     """A server ready for one arm.
 
@@ -35,6 +47,7 @@ class Endpoint:
     is_alive: Callable[[], bool] | None = None
     diagnose: Callable[[list[str]], list[Diagnosis]] = field(default=_no_diagnosis)
     patches: tuple[str, ...] = ()
+    process: EngineProcess | None = None
 
 
 class EndpointProvider(Protocol):

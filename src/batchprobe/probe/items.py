@@ -85,7 +85,7 @@ async def build_plans(
     can = [n for n, why in why_not.items() if why is None]
     for name in asked or []:
         if why_not[name] is not None:
-            raise ConfigError("--shapes", f"{name}: {why_not[name]}; allowed here: {', '.join(can)}")
+            raise ConfigError("shapes", f"{name}: {why_not[name]}; allowed here: {', '.join(can)}")
     for name in registry.names:
         shape = registry.get(name)
         if asked is not None and name not in asked:

@@ -18,7 +18,7 @@ from batchprobe.engines import (
 from batchprobe.errors import BatchprobeError, ConfigError, EngineError
 from batchprobe.models import resolve_model
 from batchprobe.patches import shim_dir, shim_env
-from batchprobe.probe.endpoint import Endpoint
+from batchprobe.probe.endpoint import Endpoint, EngineProcess
 from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.models import ArmSpec
 
@@ -97,6 +97,13 @@ class EngineProvider:
             is_alive=engine.is_alive,
             diagnose=explain_errors,
             patches=tuple(self.patches),
+            process=EngineProcess(
+                pid=engine.pid,
+                pgid=engine.pgid,
+                launch_token=engine.launch_token,
+                exit_code=engine.exit_code,
+                log_tail=engine.log_tail,
+            ),
         )
 
     def __call__(self, spec: ArmSpec) -> AbstractContextManager[Endpoint]:
@@ -117,7 +124,7 @@ def engine_target(
     engine: str | None, model: str | None, cache_dir: Path | None
 ) -> tuple[EngineRef, str]:
     """The engine and the model path to launch; the default run is llama.cpp + gemma3-270m."""
-    ref = EngineRef.parse(engine or DEFAULT_ENGINE)
+    ref = EngineRef.parse(DEFAULT_ENGINE if engine is None else engine)
     if model is None:
         if ref.name != DEFAULT_ENGINE:
             raise ConfigError("--model", f"required with --engine {ref.name} (a path or alias)")

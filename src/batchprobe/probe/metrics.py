@@ -18,7 +18,7 @@ def _decode_window(s: SessionResult) -> tuple[float, float] | None:
 
 
 def _decode_tokens(s: SessionResult) -> int:
-    tokens = s.completion_tokens if s.completion_tokens is not None else len(s.pieces)
+    tokens = s.completion_tokens if s.completion_tokens is not None else len(s.chunk_ends)
     # Tokens after the first: the first one belongs to prefill (TTFT). Buffered: all of them.
     return tokens if s.buffered else max(tokens - 1, 0)
 
@@ -56,7 +56,7 @@ def arm_metrics(sessions: list[SessionResult], wall_s: float) -> ArmMetrics:
         recall_sessions=len(recall),
         cross_talk_sessions=sum(1 for s in sessions if s.cross_talk_from),
         prompt_tokens=sum(s.prompt_tokens or 0 for s in ok),
-        completion_tokens=sum(s.completion_tokens or len(s.pieces) for s in ok),
+        completion_tokens=sum(s.completion_tokens or len(s.chunk_ends) for s in ok),
         cached_prompt_tokens=sum(cached) if cached else None,
         decode_tokens_per_s=_rate(decode),
         recall_decode_tokens_per_s=_rate([s for s in timed if s.workload == "recall"]),

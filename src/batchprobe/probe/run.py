@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import platform
 import secrets
-import signal
 import sys
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+import traceback
 from pathlib import Path
 from typing import Protocol
 
@@ -18,12 +14,12 @@ from pydantic import JsonValue
 
 from batchprobe import __version__
 from batchprobe.client import OpenAIClient, Timeouts
-from batchprobe.client import run as run_async
 from batchprobe.errors import BatchprobeError, ConfigError, EngineDied, EngineUnreachable
-from batchprobe.probe.arm import ArmContext, warm_up
+from batchprobe.probe.arm import ArmContext, generates, warm_up
 from batchprobe.probe.cache import cache_notes, cache_policy, launch_spec, skipped_shapes
 from batchprobe.probe.compare import compare
 from batchprobe.probe.endpoint import Endpoint, EndpointProvider
+from batchprobe.probe.interrupts import Interrupts, signals_as_interrupt
 from batchprobe.probe.items import build_plans
 from batchprobe.probe.metrics import arm_metrics
 from batchprobe.probe.status import status_for
@@ -36,12 +32,14 @@ from batchprobe.results.models import (
     Environment,
     Report,
     RunConfig,
+    RunError,
     SessionResult,
     Status,
 )
 from batchprobe.results.writer import write_report
 
 LLAMA_CPP = "llama.cpp"
+_EXIT_WAIT_S = 2.0
 
 
 class ProbeListener(Protocol):
@@ -82,23 +80,6 @@ def new_report(config: RunConfig) -> Report:
     )
 
 
-@contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM takes the same path as Ctrl-C, so the verdict file says 'interrupted'."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def forward(signum: int, frame: object) -> None:
-        os.kill(os.getpid(), signal.SIGINT)
-
-    previous = signal.signal(signal.SIGTERM, forward)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 class _Run:
     def __init__(
         self, config: RunConfig, output: Path, provider: EndpointProvider, listener: ProbeListener
@@ -109,6 +90,7 @@ class _Run:
         self.listener = listener
         self.report = new_report(config)
         self.ctx: ArmContext | None = None
+        self.interrupts = Interrupts()
 
     def save(self) -> None:
         write_report(self.report, self.output)
@@ -144,7 +126,8 @@ class _Run:
         return ArmContext(
             run_id=self.report.run_id,
             prompt_style=cfg.prompt_style,
-            seed=cfg.seed,
+            request_seed=cfg.request_seed,
+            liveness_timeout_s=cfg.liveness_timeout_s,
             thresholds=cfg.thresholds,
             plans=plans.plans,
             extra_body=extra,
@@ -163,10 +146,11 @@ class _Run:
             )
             warm = await warm_up(client, arm.spec.name, ctx)
             if warm.error is not None:
-                arm.warnings.append(f"warm-up failed: {warm.error.kind.value}: {warm.error.message}")
+                # An error of the arm: the server failed a request, measured or not.
+                arm.error = f"warm-up failed: {warm.error.kind.value}: {warm.error.message}"
             self.listener.arm_started(arm, _requests(ctx, arm.spec))
             arm.metrics = arm_metrics(arm.sessions, await run_waves(client, arm, ctx))
-            arm.server_alive_after = await _answers(client)
+            arm.server_alive_after = await generates(client, arm.spec.name, ctx)
         if ep.is_alive is not None and not ep.is_alive():
             arm.server_alive_after = False
 
@@ -175,15 +159,28 @@ class _Run:
         arm = ArmResult(spec=spec, state="running", started_at=_now())
         self.report.arms.append(arm)
         self.save()
+        died: EngineDied | None = None
         with self.provider(spec) as ep:
             arm.engine_version = ep.engine_version
             arm.log_path = ep.log_path
             self.report.patches_applied = list(ep.patches)
             self.report.environment.engine_version = ep.engine_version
+            if ep.process is not None:
+                # On disk while the engine runs, so a stale one can be found and reaped.
+                arm.engine_pid, arm.engine_pgid = ep.process.pid, ep.process.pgid
+                arm.engine_launch = ep.process.launch_token
+                self.save()
             try:
-                run_async(self._arm(ep, arm))
+                self.interrupts.run(self._arm(ep, arm))
+            except EngineUnreachable as exc:
+                died = _engine_died(ep, arm, f"during arm {spec.name}")
+                if died is None:
+                    raise
+                raise died from exc
             finally:
                 self._diagnose(ep, arm)
+            if arm.server_alive_after is False:
+                died = _engine_died(ep, arm, f"after arm {spec.name}")
             arm.served_model = self.report.environment.served_model
             uncontrolled = ep.cache_control != "restart" and (
                 self.report.environment.server_kind != LLAMA_CPP
@@ -198,6 +195,8 @@ class _Run:
         arm.state = "done"
         self.listener.arm_finished(arm)
         self.save()
+        if died is not None:
+            raise died
         if arm.server_alive_after is False:
             raise EngineDied(f"the server stopped answering after arm {spec.name}")
 
@@ -216,7 +215,7 @@ class _Run:
                 known.add(diagnosis.issue_id)
                 self.report.diagnoses.append(diagnosis)
 
-    def finish(self, status: Status, error: str | None = None) -> None:
+    def finish(self, status: Status, error: RunError | None = None) -> None:
         report = self.report
         report.status = status
         report.error = error
@@ -256,18 +255,23 @@ def _requests(ctx: ArmContext, spec: ArmSpec) -> int:
     return sum(len(plan.sends) for plan in ctx.plans)
 
 
+def _engine_died(ep: Endpoint, arm: ArmResult, when: str) -> EngineDied | None:
+    """EngineDied with the exit code and log tail when the managed engine has exited."""
+    if ep.process is None:
+        return None
+    # It stopped answering: give an exiting process a moment to be done.
+    code = ep.process.exit_code(_EXIT_WAIT_S)
+    if code is None:
+        return None
+    arm.engine_exit_code = code
+    how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+    where = f"; log: {ep.log_path}" if ep.log_path else ""
+    return EngineDied(f"the engine {how} {when}{where}", log_tail=ep.process.log_tail())
+
+
 def _warn_once(report: Report, message: str) -> None:
     if message not in report.warnings:
         report.warnings.append(message)
-
-
-async def _answers(client: OpenAIClient) -> bool:
-    """Whether the server still answers HTTP at all (any status will do)."""
-    try:
-        await client.get_json("/v1/models")
-    except EngineUnreachable:
-        return False
-    return True
 
 
 def run_probe(
@@ -279,21 +283,26 @@ def run_probe(
     """Run every arm of ``config``; the verdict file at ``output`` is always left valid."""
     run = _Run(config, output, provider, listener or _Quiet())
     run.save()
-    # Anything not caught below propagates with its traceback; the file still says "error".
-    status = Status.ERROR
-    error: str | None = "unexpected internal error (see the traceback)"
-    with sigterm_as_interrupt():
+    status, error = Status.ERROR, None
+    with signals_as_interrupt() as run.interrupts:
         try:
             for spec in config.arms:
                 run.run_arm(spec)
-            status, error = Status.OK, None
+            status = Status.OK
         except BatchprobeError as exc:
-            status, error = status_for(exc), str(exc)
+            status, error = status_for(exc), RunError(message=str(exc))
             run.report.log_tail = getattr(exc, "log_tail", None)
             run.add_diagnoses(provider.explain(exc))
         except KeyboardInterrupt:
-            status, error = Status.INTERRUPTED, "interrupted by a signal"
+            status, error = Status.INTERRUPTED, RunError(message="interrupted by a signal")
+        except Exception as exc:
+            # The last resort for a bug: the verdict says "error" and keeps the traceback, and
+            # the exception still reaches the caller (the CLI turns it into exit 2).
+            error = RunError(
+                message=f"internal error: {type(exc).__name__}: {exc}",
+                traceback=traceback.format_exc(),
+            )
+            raise
         finally:
             run.finish(status, error)
     return run.report
-

@@ -15,18 +15,20 @@ from batchprobe.errors import (
 )
 from batchprobe.results.models import Status
 
-# Most specific first: EngineExitedEarly is an EngineFailedToStart.
-_STATUS: tuple[tuple[type[BatchprobeError], Status], ...] = (
-    (ConfigError, Status.CONFIG_ERROR),
-    (EngineUnreachable, Status.ENGINE_UNREACHABLE),
-    (EngineNotInstalled, Status.ENGINE_NOT_INSTALLED),
-    (EngineInstallFailed, Status.ENGINE_INSTALL_FAILED),
-    (EngineExitedEarly, Status.ENGINE_EXITED_EARLY),
-    (EngineFailedToStart, Status.ENGINE_FAILED_TO_START),
-    (EngineDied, Status.ENGINE_DIED),
-    (ProbeInterrupted, Status.INTERRUPTED),
-)
+# Looked up along the error's MRO, so the nearest class wins (EngineExitedEarly is an
+# EngineFailedToStart) whatever the order here, and a new subclass inherits its parent's status.
+_STATUS: dict[type, Status] = {
+    BatchprobeError: Status.ERROR,
+    ConfigError: Status.CONFIG_ERROR,
+    EngineUnreachable: Status.ENGINE_UNREACHABLE,
+    EngineNotInstalled: Status.ENGINE_NOT_INSTALLED,
+    EngineInstallFailed: Status.ENGINE_INSTALL_FAILED,
+    EngineExitedEarly: Status.ENGINE_EXITED_EARLY,
+    EngineFailedToStart: Status.ENGINE_FAILED_TO_START,
+    EngineDied: Status.ENGINE_DIED,
+    ProbeInterrupted: Status.INTERRUPTED,
+}
 
 
 def status_for(exc: BatchprobeError) -> Status:
-    return next((status for kind, status in _STATUS if isinstance(exc, kind)), Status.ERROR)
+    return next(_STATUS[k] for k in type(exc).__mro__ if k in _STATUS)

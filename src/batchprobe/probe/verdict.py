@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from batchprobe.client.types import ErrorKind
 from batchprobe.probe.judge import shape_failures, unjudged
 from batchprobe.results.models import (
     ArmComparison,
@@ -11,6 +12,18 @@ from batchprobe.results.models import (
     Verdict,
 )
 from batchprobe.results.thresholds import Thresholds
+
+# Failures that mean no reply could be read as the API's at all (an HTML page, a proxy's error,
+# the wrong path, nothing listening). A baseline with only these could not be probed. Replies
+# that were read and went wrong (finish_reason "error", past max_tokens, cut off) are failures.
+_UNREADABLE = frozenset(
+    {
+        ErrorKind.MALFORMED_STREAM,
+        ErrorKind.HTTP_STATUS,
+        ErrorKind.CONNECT_ERROR,
+        ErrorKind.CONNECT_TIMEOUT,
+    }
+)
 
 
 def _errors(arm: ArmResult) -> list[str]:
@@ -27,6 +40,8 @@ def _correctness(
 ) -> list[str]:
     failures: list[str] = []
     for arm in arms:
+        if arm.error is not None:
+            failures.append(f"arm {arm.spec.name}: {arm.error}")
         failures += _errors(arm)
         if arm.server_alive_after is False:
             failures.append(f"arm {arm.spec.name}: the server stopped answering after this arm")
@@ -65,6 +80,17 @@ def decide(
         why = "the baseline arm did not complete" if arms else "no arm ran"
         return Verdict(reasons=[f"{why} (status {status.value})"])
     baseline = done[0]
+    m = baseline.metrics
+    if m is not None and m.sessions and not m.ok_sessions and set(m.errors_by_kind) <= _UNREADABLE:
+        # Nothing the server said could be read as an answer: a server that could not be
+        # probed, not a batching failure.
+        kinds = ", ".join(sorted(k.value for k in m.errors_by_kind))
+        why = (
+            f"the baseline arm {baseline.spec.name} got no answer from the server "
+            f"({m.sessions}/{m.sessions} sessions errored: {kinds}): nothing to compare; "
+            "check --base-url and the server's API"
+        )
+        return Verdict(reasons=[why])
     base_recall = baseline.metrics.recall if baseline.metrics else None
     recall_ok = base_recall is None or base_recall >= t.recall_floor
     reasons: list[str] = []

@@ -101,7 +101,7 @@ def _request(item: WorkItem, copy_index: int, arm: str, ctx: ArmContext, cached:
         prompt=item.prompt,
         max_tokens=item.max_tokens,
         temperature=params.temperature,
-        seed=ctx.seed,
+        seed=ctx.request_seed,
         logprobs=ctx.logprobs,
         extra_body=extra,
     )
@@ -124,6 +124,8 @@ async def _send(
         arrival = time.perf_counter() - wave_t0
         state, in_flight, decoding = wave.arrive(item.session, send.copy_index)
         request = _request(item, send.copy_index, arm.spec.name, ctx, cached)
+        if arm.request_body is None:
+            arm.request_body = client.request_body(request)
         try:
             record = await client.complete(request, lambda n: wave.progress(state, n))
         finally:

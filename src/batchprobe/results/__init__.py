@@ -1,5 +1,6 @@
 """Typed results: the verdict file's models, atomic writing, JSON Schema."""
 
+from batchprobe.results.checks import Check, CheckStatus, arm_correct, run_checks
 from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.models import (
     SCHEMA_VERSION,
@@ -13,6 +14,8 @@ from batchprobe.results.models import (
     Outcome,
     Report,
     RunConfig,
+    RunError,
+    SessionOutcome,
     SessionResult,
     Status,
     Verdict,
@@ -26,6 +29,8 @@ __all__ = [
     "ArmMetrics",
     "ArmResult",
     "ArmSpec",
+    "Check",
+    "CheckStatus",
     "Diagnosis",
     "Distribution",
     "Divergence",
@@ -33,11 +38,15 @@ __all__ = [
     "Outcome",
     "Report",
     "RunConfig",
+    "RunError",
+    "SessionOutcome",
     "SessionResult",
     "Status",
     "Thresholds",
     "Verdict",
+    "arm_correct",
     "json_schema",
     "read_report",
+    "run_checks",
     "write_report",
 ]

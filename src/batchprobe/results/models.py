@@ -5,14 +5,17 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo, field_validator
+from yarl import URL
 
-from batchprobe.client.types import ErrorKind, RequestError
+from batchprobe.client.types import ErrorKind, RequestError, chunk_texts
 from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.shapes import SelfCheck, ShapeStatus, Situation, WaveResult
 from batchprobe.results.thresholds import Thresholds
 
-SCHEMA_VERSION: Literal["1.0"] = "1.0"
+SCHEMA_VERSION: Literal["2.0"] = "2.0"
+# Seeds travel in JSON request bodies and engines read them as signed 64-bit integers.
+MAX_SEED = 2**63 - 1
 
 Workload = Literal["recall", "decode"]
 _ALL_WORKLOADS: tuple[Workload, ...] = ("recall", "decode")
@@ -45,6 +48,16 @@ class Outcome(str, Enum):
     INCONCLUSIVE = "INCONCLUSIVE"
 
 
+class SessionOutcome(str, Enum):
+    """One session's outcome on its own: the session grid's colours."""
+
+    HIT = "hit"
+    MISS = "miss"
+    CROSS_TALK = "cross_talk"
+    ERROR = "error"
+    ANSWERED = "answered"  # decode: an answer, judged only against the baseline's
+
+
 class ArmSpec(_Model):
     """One arm: a server configuration (``mode``, None for a plain URL) and a concurrency."""
 
@@ -65,6 +78,7 @@ class SessionResult(_Model):
     session: int = Field(description="Index of the item; the same item has the same index in every arm.")
     request_id: str
     error: RequestError | None = None
+    prompt_head: str = Field(default="", description="The first characters of the prompt.")
     expected_code: str | None = Field(default=None, description="recall: this session's needle")
     hit: bool | None = Field(default=None, description="recall: own code found in the answer")
     cross_talk_from: list[int] = Field(
@@ -79,7 +93,15 @@ class SessionResult(_Model):
     )
     answer_excerpt: str = ""
     text: str = Field(default="", description="The whole generated text (for greedy comparison).")
-    pieces: list[str] = Field(default_factory=list, description="Generated text, chunk by chunk.")
+    chunk_ends: list[int] = Field(
+        default_factory=list,
+        description="End offset in text of each streamed chunk (the output is stored once).",
+    )
+    retries: list[str] = Field(
+        default_factory=list,
+        description="Why the request was sent again (at most once, only when it provably "
+        "never reached the server: a kept-alive connection the server had closed).",
+    )
     logprobs: list[float] | None = Field(
         default=None, description="Chosen-token logprobs (with --logprobs, where supported)."
     )
@@ -100,6 +122,22 @@ class SessionResult(_Model):
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def pieces(self) -> list[str]:
+        """The generated text chunk by chunk, derived from ``text`` and ``chunk_ends``."""
+        return chunk_texts(self.text, self.chunk_ends)
+
+    @property
+    def outcome(self) -> SessionOutcome:
+        """What the session shows on its own (greedy divergence is a comparison, not here)."""
+        if self.error is not None:
+            return SessionOutcome.ERROR
+        if self.cross_talk_from:
+            return SessionOutcome.CROSS_TALK
+        if self.hit is None:
+            return SessionOutcome.ANSWERED
+        return SessionOutcome.HIT if self.hit else SessionOutcome.MISS
 
     @property
     def ttft_s(self) -> float | None:
@@ -160,7 +198,25 @@ class ArmResult(_Model):
     waves: list[WaveResult] = Field(
         default_factory=list, description="One per shape, in order (serial arms: one per shape too)."
     )
-    error: str | None = None
+    engine_pid: int | None = Field(default=None, description="The managed engine's pid.")
+    engine_pgid: int | None = Field(default=None, description="The managed engine's process group.")
+    engine_launch: str | None = Field(
+        default=None,
+        description="The launch token: every process of the launch has BATCHPROBE_LAUNCH=<it> "
+        "in its environment (see `batchprobe engines doctor`).",
+    )
+    engine_exit_code: int | None = Field(
+        default=None,
+        description="The managed engine's exit status if it exited during the arm "
+        "(negative: killed by that signal).",
+    )
+    request_body: dict[str, JsonValue] | None = Field(
+        default=None,
+        description="The exact JSON body of one measured request of this arm (what the server saw).",
+    )
+    error: str | None = Field(
+        default=None, description="An error of the arm itself (e.g. its warm-up request failed)."
+    )
     warnings: list[str] = Field(default_factory=list)
 
 
@@ -188,6 +244,12 @@ class ArmComparison(_Model):
         description="Largest |logprob difference| over the tokens both arms generated alike.",
     )
 
+    def divergence(self, workload: Workload, session: int) -> Divergence | None:
+        """The first difference of this session's greedy output from the baseline's, if any."""
+        return next(
+            (d for d in self.divergences if d.workload == workload and d.session == session), None
+        )
+
 
 class Verdict(_Model):
     outcome: Outcome = Outcome.INCONCLUSIVE
@@ -197,26 +259,91 @@ class Verdict(_Model):
 
 
 class RunConfig(_Model):
-    """Everything that shaped the run (what a rerun needs)."""
+    """Everything that shaped the run (what a rerun needs).
 
-    base_url: str | None = None
+    The one place where run options are bounded and defaulted: the CLI declares none of its own,
+    and a violation is reported under the option's name.
+    """
+
+    base_url: str | None = Field(default=None, description="OpenAI-compatible server to probe.")
     engine: str | None = None
     model: str | None = None
-    sessions: int = Field(default=8, ge=1, le=1024)
-    haystack_tokens: int = Field(default=1200, ge=64, le=200_000)
-    max_tokens: int = Field(default=128, ge=8, le=4096, description="decode workload output length")
+    sessions: int = Field(
+        default=8, ge=1, le=1024, description="Concurrent sessions (and items per workload)."
+    )
+    haystack_tokens: int = Field(
+        default=1200, ge=64, le=200_000, description="Recall prompt length target, in tokens."
+    )
+    max_tokens: int = Field(default=128, ge=8, le=4096, description="Decode workload output length.")
     recall_max_tokens: int = Field(default=16, ge=1, le=512)
     prompt_style: PromptStyle = "completion"
-    workloads: list[Workload] = Field(default_factory=lambda: list(_ALL_WORKLOADS))
+    workloads: list[Workload] = Field(default_factory=lambda: list(_ALL_WORKLOADS), min_length=1)
     shapes: list[str] | None = Field(
         default=None, description="Traffic shapes asked for; None: every shape the server supports."
     )
-    seed: int = 0
+    seed: int = Field(
+        default=0, ge=0, le=MAX_SEED, description="Seeds item generation only (never sent)."
+    )
+    request_seed: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_SEED,
+        description=(
+            "A `seed` sent in every measured request. Off by default: an ordinary client sends "
+            "none, and some servers (mlx-lm) serve seeded requests one at a time."
+        ),
+    )
     arms: list[ArmSpec] = Field(default_factory=list)
     thresholds: Thresholds = Field(default_factory=Thresholds)
     patches: list[str] = Field(default_factory=list)
     logprobs: bool = Field(default=False, description="Ask for chosen-token logprobs.")
-    request_timeout_s: float = Field(default=300.0, gt=0)
+    request_timeout_s: float = Field(
+        default=300.0, gt=0, allow_inf_nan=False, description="Seconds one request may take in all."
+    )
+    ready_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Seconds a launched engine may take to become ready.",
+    )
+    liveness_timeout_s: float = Field(
+        default=20.0,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "Seconds the 1-token generation after each arm may take: a server whose generation "
+            "died often still answers its model list, so liveness is a generation."
+        ),
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            url = URL(value.strip())
+            port = url.port
+        except ValueError as exc:
+            raise ValueError(f"{value!r} is not a valid URL ({exc})") from exc
+        if url.scheme not in ("http", "https") or not url.host:
+            raise ValueError(f"{value!r} is not an http:// or https:// URL with a host")
+        if port is not None and not 1 <= port <= 65535:
+            raise ValueError(f"{value!r}: the port must be 1-65535")
+        return value.strip()
+
+    @field_validator("arms")
+    @classmethod
+    def _arms_fit_sessions(cls, arms: list[ArmSpec], info: ValidationInfo) -> list[ArmSpec]:
+        # An arm wider than the items per workload never has that many requests in flight.
+        sessions = info.data.get("sessions")
+        wide = [a.name for a in arms if sessions is not None and a.concurrency > sessions]
+        if wide:
+            raise ValueError(
+                f"{', '.join(wide)} would run more sessions at once than --sessions {sessions} "
+                "ever sends; raise --sessions or narrow the arm"
+            )
+        return arms
 
 
 class Environment(_Model):
@@ -228,10 +355,19 @@ class Environment(_Model):
     server_kind: str | None = Field(default=None, description="e.g. llama.cpp, when detected")
 
 
+class RunError(_Model):
+    """Why a run stopped early."""
+
+    message: str = Field(description="One line.")
+    traceback: str | None = Field(
+        default=None, description="The traceback of an unexpected (internal) error."
+    )
+
+
 class Report(_Model):
     """The verdict file."""
 
-    schema_version: Literal["1.0"] = SCHEMA_VERSION
+    schema_version: Literal["2.0"] = SCHEMA_VERSION
     run_id: str = Field(description="The run nonce planted in every prompt.")
     status: Status = Status.RUNNING
     started_at: str
@@ -247,5 +383,12 @@ class Report(_Model):
         default_factory=list, description="Each shape: ran or skipped (and why), its sessions."
     )
     warnings: list[str] = Field(default_factory=list)
-    error: str | None = Field(default=None, description="One line: why the run stopped early.")
+    error: RunError | None = Field(default=None, description="Why the run stopped early.")
     log_tail: str | None = Field(default=None, description="Engine log tail when it failed.")
+
+    def arm(self, name: str) -> ArmResult | None:
+        return next((a for a in self.arms if a.spec.name == name), None)
+
+    def comparison(self, arm: str) -> ArmComparison | None:
+        """The arm's comparison with the baseline (None for the baseline itself)."""
+        return next((c for c in self.comparisons if c.arm == arm), None)

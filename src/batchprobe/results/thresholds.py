@@ -11,6 +11,7 @@ class Thresholds(BaseModel):
     min_speedup: float = Field(
         default=1.5,
         gt=0,
+        allow_inf_nan=False,
         description=(
             "Aggregate decode speedup over the baseline arm needed to call batching parallel. "
             "A serial engine that time-slices shows ~1.0x; measured continuous batching on a 2-core "
@@ -22,6 +23,7 @@ class Thresholds(BaseModel):
         default=0.75,
         ge=0,
         le=1,
+        allow_inf_nan=False,
         description=(
             "Baseline recall below this makes recall uninformative (the model cannot do the task "
             "even alone): the verdict is INCONCLUSIVE on recall and suggests a shorter haystack."
@@ -31,6 +33,7 @@ class Thresholds(BaseModel):
         default=0.15,
         ge=0,
         le=1,
+        allow_inf_nan=False,
         description=(
             "Largest tolerated drop of recall against the baseline. Engines that are not "
             "batch-invariant flip an occasional answer token under concurrency; 0.15 tolerates one "
@@ -47,6 +50,7 @@ class Thresholds(BaseModel):
     buffered_span_ms: float = Field(
         default=2.0,
         ge=0,
+        allow_inf_nan=False,
         description=(
             "A stream whose tokens (4 or more) all arrive within this span was buffered by the "
             "server or a proxy; its session is timed end to end instead of per token."

@@ -40,14 +40,14 @@ class ShapeRegistry:
     def get(self, name: str) -> Shape:
         shape = self._shapes.get(name)
         if shape is None:
-            raise ConfigError("--shapes", f"unknown shape {name!r}; allowed: {', '.join(self.names)}")
+            raise ConfigError("shapes", f"unknown shape {name!r}; allowed: {', '.join(self.names)}")
         return shape
 
     def parse(self, text: str) -> list[str]:
         """``--shapes burst,join``: validated names, in registry (wave) order."""
         names = [n.strip() for n in text.split(",") if n.strip()]
         if not names:
-            raise ConfigError("--shapes", f"got {text!r}; allowed: {', '.join(self.names)}")
+            raise ConfigError("shapes", f"got {text!r}; allowed: {', '.join(self.names)}")
         for name in names:
             self.get(name)
         return [n for n in self.names if n in names]

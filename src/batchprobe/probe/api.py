@@ -1,0 +1,177 @@
+"""The library entry point: plan a run (validated before anything starts), then run it.
+
+    plan = plan_run(base_url="http://127.0.0.1:8080", sessions=4)
+    report = run_plan(plan)
+
+``plan_run`` checks every input, picks the default engine and model, the prompt style from the
+engine's capabilities and the arm plan, and builds the endpoint provider; ``run_plan`` probes and
+writes the verdict file. The CLI only parses options into ``plan_run`` and renders the report.
+"""
+
+from __future__ import annotations
+
+import shlex
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from batchprobe.engines import get_engine
+from batchprobe.engines.serve_cmd import check_template
+from batchprobe.errors import ConfigError
+from batchprobe.patches import get_patch
+from batchprobe.probe.endpoint import EndpointProvider, url_provider
+from batchprobe.probe.managed import EngineProvider, engine_target
+from batchprobe.probe.plan import engine_arms, parse_arms, url_arms
+from batchprobe.probe.run import ProbeListener, run_probe
+from batchprobe.results.models import ArmSpec, PromptStyle, Report, RunConfig
+from batchprobe.results.thresholds import Thresholds
+from batchprobe.workload.shapes import default_shapes
+
+_STYLE_FOR_API: dict[str, PromptStyle] = {"completions": "completion", "chat": "chat"}
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A validated run: what it measures (``config``), who serves it, where the verdict goes."""
+
+    config: RunConfig
+    provider: EndpointProvider
+    output: Path
+
+
+def _validated(values: dict[str, object]) -> RunConfig:
+    try:
+        return RunConfig.model_validate(values)
+    except ValidationError as exc:
+        raise ConfigError.from_validation(exc) from exc
+
+
+def check_output(output: Path) -> None:
+    """The verdict must be writable where asked, before a run spends minutes on an engine."""
+    folder = output.parent
+    if output.is_dir():
+        raise ConfigError("output", f"{output} is a folder; give a file path")
+    if not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        # A path under a file (verdict.json/x.json) names a folder that is not one.
+        for parent in folder.parents:
+            if parent.exists() and not parent.is_dir():
+                what = f"is under the file {parent}"
+                break
+        raise ConfigError("output", f"{folder} {what}; create the folder first")
+    try:
+        # Try it: permission bits say nothing for root or on a read-only or special filesystem.
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise ConfigError("output", f"cannot write in {folder}: {exc.strerror}") from exc
+
+
+def _serve_argv(serve_cmd: str | Sequence[str] | None) -> list[str] | None:
+    if serve_cmd is None or not isinstance(serve_cmd, str):
+        argv = None if serve_cmd is None else list(serve_cmd)
+    else:
+        try:
+            argv = shlex.split(serve_cmd)
+        except ValueError as exc:
+            raise ConfigError("serve_cmd", f"{exc} in {serve_cmd!r}; quote each argument once")
+    if argv is not None:
+        check_template(argv)
+    return argv
+
+
+def _shapes(shapes: str | Sequence[str] | None) -> dict[str, object]:
+    if shapes is None:
+        return {}
+    text = shapes if isinstance(shapes, str) else ",".join(shapes)
+    return {"shapes": default_shapes().parse(text)}
+
+
+def _workloads(workloads: str | Sequence[str] | None) -> dict[str, object]:
+    if workloads is None:
+        return {}
+    names = workloads.split(",") if isinstance(workloads, str) else list(workloads)
+    return {"workloads": [w.strip() for w in names if w.strip()]}
+
+
+def plan_run(
+    *,
+    base_url: str | None = None,
+    engine: str | None = None,
+    model: str | None = None,
+    serve_cmd: str | Sequence[str] | None = None,
+    patches: Sequence[str] = (),
+    arms: str | Sequence[ArmSpec] | None = None,
+    workloads: str | Sequence[str] | None = None,
+    shapes: str | Sequence[str] | None = None,
+    prompt_style: PromptStyle | None = None,
+    output: Path | str = Path("verdict.json"),
+    cache_dir: Path | None = None,
+    on_install_step: Callable[[str], None] | None = None,
+    **settings: object,
+) -> RunPlan:
+    """Validate a run and decide everything left open; raises ``ConfigError`` naming the field.
+
+    With neither ``base_url`` nor ``engine`` the run launches llama.cpp serving gemma3-270m,
+    building llama-server first when it is missing. ``shapes`` names traffic shapes (default:
+    every shape the server supports). ``settings`` are ``RunConfig`` fields
+    (``sessions``, ``seed``, ``request_seed``, ``request_timeout_s``, ...) and ``Thresholds``
+    fields (``min_speedup``, ...); what is not given takes the model's default.
+    """
+    output = Path(output)
+    managed = base_url is None
+    if not managed and (engine is not None or serve_cmd is not None or patches):
+        raise ConfigError("base_url", "probes a running server: drop --engine/--serve-cmd/--patch")
+    thresholds = {k: settings.pop(k) for k in list(settings) if k in Thresholds.model_fields}
+    fields: dict[str, object] = {
+        **settings, **_workloads(workloads), **_shapes(shapes), "base_url": base_url
+    }
+    if thresholds:
+        fields["thresholds"] = thresholds
+    if prompt_style is not None:
+        fields["prompt_style"] = prompt_style
+    # Bounds first: a bad number fails before a model is assembled or an engine resolved.
+    sessions = _validated(fields).sessions
+    if isinstance(arms, str):
+        fields["arms"] = parse_arms(arms, managed=managed)
+    elif arms is not None:
+        fields["arms"] = list(arms)
+    else:
+        fields["arms"] = engine_arms(sessions) if managed else url_arms(sessions)
+    _validated(fields)
+    check_output(output)
+    argv = _serve_argv(serve_cmd)
+    for name in patches:
+        get_patch(name)
+    provider: EndpointProvider
+    if managed:
+        ref, model_path = engine_target(engine, model, cache_dir)
+        style = prompt_style or _STYLE_FOR_API[get_engine(ref.name).capabilities.default_api]
+        config = _validated(
+            {**fields, "engine": str(ref), "model": model_path, "prompt_style": style,
+             "patches": list(patches)}
+        )  # fmt: skip
+        provider = EngineProvider(
+            ref,
+            model_path,
+            log_dir=output.with_name(output.stem + "-logs"),
+            cache_dir=cache_dir,
+            ready_timeout=config.ready_timeout_s,
+            patches=patches,
+            serve_cmd=argv,
+            # The default run builds what it needs (llama-server, ~7 min) on first use.
+            auto_install=engine is None,
+            on_install_step=on_install_step,
+        )
+    else:
+        config = _validated({**fields, "model": model})
+        provider = url_provider(config.base_url or "", model)
+    return RunPlan(config=config, provider=provider, output=output)
+
+
+def run_plan(plan: RunPlan, listener: ProbeListener | None = None) -> Report:
+    """Probe every arm of ``plan``; the verdict file at ``plan.output`` is always left valid."""
+    return run_probe(plan.config, plan.output, plan.provider, listener)

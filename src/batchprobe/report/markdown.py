@@ -1,0 +1,88 @@
+"""The markdown summary: for pull requests and `$GITHUB_STEP_SUMMARY`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from batchprobe.report._cells import ARM_COLUMNS, arm_cells, headline, subject
+from batchprobe.report._error import run_error
+from batchprobe.report.compare import RunsComparison
+from batchprobe.results.models import Outcome, Report
+
+_ICON = {Outcome.PASS: "✅", Outcome.FAIL: "❌", Outcome.INCONCLUSIVE: "⚠️"}
+
+
+def _cell(text: str) -> str:
+    """A table cell: one line, pipes escaped."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:
+    head = list(header)
+    lines = ["| " + " | ".join(_cell(h) for h in head) + " |",
+             "|" + "|".join(" --- " for _ in head) + "|"]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return lines
+
+
+def _code(text: str) -> list[str]:
+    fence = "````" if "```" in text else "```"
+    return [fence, text.rstrip("\n"), fence]
+
+
+def render_markdown(report: Report) -> str:
+    v = report.verdict
+    lines = [f"## {_ICON[v.outcome]} batchprobe: {headline(report)}", "",
+             f"`{_cell(subject(report))}` · run `{report.run_id}`", ""]
+    lines += [f"- {_cell(reason)}" for reason in v.reasons]
+    if report.arms:
+        lines += ["", *_table(ARM_COLUMNS, (arm_cells(report, a) for a in report.arms))]
+    if report.diagnoses:
+        lines += ["", "### Diagnoses"]
+    for d in report.diagnoses:
+        extra = [f"fixed in {d.fixed_in}" if d.fixed_in else "",
+                 f"patch `--patch {d.patch}`" if d.patch else ""]
+        tail = "; ".join(e for e in extra if e)
+        lines += ["", f"**[{d.issue_id}] {_cell(d.title)}**" + (f" ({tail})" if tail else "")]
+        if d.remedy:
+            lines += ["", f"Remedy: {_cell(d.remedy)}"]
+        if d.evidence:
+            lines += ["", *_code("\n".join(d.evidence))]
+    message, _ = run_error(report)
+    if message:
+        lines += ["", "### Error", "", _cell(message)]
+    if report.warnings:
+        lines += ["", "### Warnings", "", *(f"- {_cell(w)}" for w in report.warnings)]
+    return "\n".join(lines) + "\n"
+
+
+def render_comparison_markdown(comp: RunsComparison) -> str:
+    header = ["", *(f"{chr(ord('A') + i)}: {r.label}" for i, r in enumerate(comp.runs))]
+    rows = [[f"**{f.label}**" if f.differs else f.label, *f.values] for f in comp.facts]
+    for fig in comp.figures:
+        cells = [fig.cell(i) + (f" ({d})" if (d := fig.delta(i)) else "")
+                 for i in range(len(comp.runs))]
+        rows.append([fig.label, *cells])
+    verdict = "❌ regression" if comp.regressions else "✅ no regression"
+    lines = [f"## batchprobe compare: {verdict}", "", *_table(header, rows), ""]
+    lines += [f"- ❌ {_cell(r.run)}: {_cell(r.message)}" for r in comp.regressions]
+    lines += [f"- ✅ {_cell(r.run)}: {_cell(r.message)}" for r in comp.improvements]
+    return "\n".join(lines) + "\n"
+
+
+def append_step_summary(markdown: str, summary: Path) -> None:
+    """Append to a GitHub Actions step summary (the file ``$GITHUB_STEP_SUMMARY`` names)."""
+    with summary.open("a", encoding="utf-8") as handle:
+        handle.write(markdown + "\n")
+
+
+class MarkdownRenderer:
+    name = "md"
+    suffix = ".md"
+
+    def render(self, report: Report) -> str:
+        return render_markdown(report)
+
+
+RENDERER = MarkdownRenderer()

@@ -1,0 +1,116 @@
+"""A raw-socket HTTP/1.1 server for client tests that need TCP-level control (who closes a
+kept-alive connection, when, and whether with the request unread), which aiohttp's own
+server cannot give. Every connection is scripted; the server counts the requests it read."""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Literal
+
+# After answering a request on a connection:
+#   "keep": keep the connection open for the next request;
+#   "close": close it at once (a clean FIN; llama-server does this after a stream);
+#   "reset_unread": wait for the next request to arrive, then close without reading it
+#     (the kernel resets a socket closed with unread data);
+#   "drop": read the next request fully, then close without a byte of reply.
+After = Literal["keep", "close", "reset_unread", "drop"]
+
+_EVENT = {"choices": [{"index": 0, "text": "ok", "finish_reason": "stop"}]}
+REPLY_BODY = b"data: " + json.dumps(_EVENT).encode() + b"\n\ndata: [DONE]\n\n"
+_REPLY = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+    + f"Content-Length: {len(REPLY_BODY)}\r\n\r\n".encode()
+    + REPLY_BODY
+)
+
+
+@dataclass
+class RawServer:
+    url: str
+    scripts: list[list[After]]
+    """One script per accepted connection, in order; the last one repeats."""
+    requests_read: int = 0
+    connections: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _read_request(conn: socket.socket) -> bool:
+    """Read one whole request (headers and Content-Length body); False on EOF."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return False
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return False
+        body += chunk
+    return True
+
+
+def _serve_connection(server: RawServer, conn: socket.socket, script: list[After]) -> None:
+    with conn:
+        for after in script:
+            if not _read_request(conn):
+                return
+            with server._lock:
+                server.requests_read += 1
+            conn.sendall(_REPLY)
+            if after == "close":
+                return
+            if after == "reset_unread":
+                select.select([conn], [], [], 5.0)  # the next request has arrived, unread
+                return
+            if after == "drop":
+                if _read_request(conn):
+                    with server._lock:
+                        server.requests_read += 1
+                return
+        while _read_request(conn):  # script done: answer and keep the connection
+            with server._lock:
+                server.requests_read += 1
+            conn.sendall(_REPLY)
+
+
+@contextmanager
+def raw_server(scripts: list[list[After]]) -> Iterator[RawServer]:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    server = RawServer(f"http://127.0.0.1:{listener.getsockname()[1]}", scripts)
+    stop = threading.Event()
+
+    def accept_loop() -> None:
+        while not stop.is_set():
+            ready, _, _ = select.select([listener], [], [], 0.05)
+            if not ready:
+                continue
+            conn, _ = listener.accept()
+            script = scripts[min(server.connections, len(scripts) - 1)]
+            server.connections += 1
+            threading.Thread(
+                target=_serve_connection, args=(server, conn, script), daemon=True
+            ).start()
+
+    thread = threading.Thread(target=accept_loop, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
