@@ -39,7 +39,9 @@ def test_requests_dropped_after_reading_fail_as_disconnected(tmp_path: Path) -> 
 
 
 def test_ignored_max_tokens_is_exceeded_max_tokens_and_a_failure(tmp_path: Path) -> None:
-    report = probe(tmp_path, fast(fault="ignore_max_tokens", itl_ms=0.0), max_tokens=24)
+    report = probe(
+        tmp_path, fast(fault="ignore_max_tokens", itl_ms=0.0), max_tokens=24, shapes=["burst"]
+    )
     for arm in report.arms:
         assert arm.metrics is not None
         assert arm.metrics.errors_by_kind.get(ErrorKind.EXCEEDED_MAX_TOKENS, 0) > 0
@@ -83,7 +85,7 @@ def _probe_subprocess(base_url: str, out: Path) -> tuple[int, int]:
     """
     argv = [
         sys.executable, "-m", "batchprobe", "run", "--base-url", base_url, "--output", str(out),
-        "--sessions", "8", "--haystack-tokens", "200", "--max-tokens", "128",
+        "--sessions", "8", "--haystack-tokens", "200", "--max-tokens", "128", "--shapes", "burst",
     ]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     peak = 0

@@ -20,7 +20,7 @@ def _run(tmp_path: Path, serve_cmd: str, *extra: str) -> tuple[int, str, dict[st
         [sys.executable, "-m", "batchprobe", "run", "--engine", "serve-cmd",
          "--serve-cmd", serve_cmd, "--model", "fake", "--workloads", "decode",
          "--sessions", "2", "--max-tokens", "16", "--cache-dir", str(tmp_path / "cache"),
-         "--output", str(out), *extra],
+         "--shapes", "burst", "--output", str(out), *extra],
         check=False, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     return done.returncode, done.stderr, json.loads(out.read_text())

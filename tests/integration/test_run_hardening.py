@@ -21,7 +21,8 @@ from batchprobe.probe import plan_run, run_plan
 from batchprobe.results import Outcome, Status, read_report
 from threadserver import serve_in_thread
 
-TINY: dict[str, object] = {"sessions": 2, "workloads": "decode", "max_tokens": 8}
+# The burst wave alone: these servers count requests.
+TINY: dict[str, object] = {"sessions": 2, "workloads": "decode", "max_tokens": 8, "shapes": "burst"}
 
 
 def _completion_stream(tokens: int) -> bytes:
@@ -102,7 +103,7 @@ def test_a_server_answering_html_is_inconclusive_not_fail(tmp_path: Path) -> Non
     with serve_in_thread(html) as url:
         result = CliRunner().invoke(
             main, ["run", "--base-url", url, "--model", "m", "--sessions", "2", "--workloads",
-                   "decode", "--output", str(out)],
+                   "decode", "--shapes", "burst", "--output", str(out)],
         )  # fmt: skip
     report = read_report(out)
     assert report.verdict.outcome is Outcome.INCONCLUSIVE, report.verdict.reasons
@@ -132,12 +133,12 @@ def test_a_bug_exits_2_and_the_verdict_keeps_its_traceback(
     async def broken(*args: object, **kwargs: object) -> float:
         raise ZeroDivisionError("a bug in the arm")
 
-    monkeypatch.setattr("batchprobe.probe.run.run_workloads", broken)
+    monkeypatch.setattr("batchprobe.probe.run.run_waves", broken)
     out = tmp_path / "v.json"
     with FakeServerThread(FakeServerConfig(ttft_ms=2, itl_ms=1)) as server:
         result = CliRunner().invoke(
             main, ["run", "--base-url", server.base_url, "--sessions", "2", "--workloads",
-                   "decode", "--output", str(out)],
+                   "decode", "--shapes", "burst", "--output", str(out)],
         )  # fmt: skip
     assert result.exit_code == 2, result.output
     assert "internal error: ZeroDivisionError: a bug in the arm" in result.stderr
@@ -153,7 +154,7 @@ def test_a_closed_stdout_pipe_keeps_the_exit_code_and_prints_no_traceback(tmp_pa
     with FakeServerThread(FakeServerConfig(ttft_ms=2, itl_ms=1, batching="serial")) as server:
         probe = subprocess.Popen(
             [sys.executable, "-m", "batchprobe", "run", "--base-url", server.base_url,
-             "--sessions", "2", "--workloads", "decode", "--output", str(out)],
+             "--sessions", "2", "--workloads", "decode", "--shapes", "burst", "--output", str(out)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )  # fmt: skip
         assert probe.stdout is not None and probe.stderr is not None

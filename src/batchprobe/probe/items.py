@@ -30,6 +30,10 @@ class Plans:
         return [i for plan in self.plans for i in plan.items]
 
 
+def _any(wanted: set[str] | None, *shapes: str) -> bool:
+    return wanted is None or any(s in wanted for s in shapes)
+
+
 async def _context(
     cfg: RunConfig, run_id: str, client: OpenAIClient, extra: dict[str, JsonValue], props: JsonValue
 ) -> tuple[ShapeContext, str | None]:
@@ -37,10 +41,17 @@ async def _context(
     cpt = None
     if "recall" in cfg.workloads:
         cpt, note = await calibrate_chars_per_token(client, run_id, cfg.prompt_style)
-    # Tokenizer questions first: llama-server drops a kept-alive connection after a stream
-    # without saying so, and discovery requests are not resent.
-    biases = await discover.bias_tokens(client)
-    per_number = await discover.tokens_per_number(client)
+    wanted = set(cfg.shapes) if cfg.shapes is not None else None
+    # Only what the shapes asked for is asked of the server. Tokenizer questions first:
+    # llama-server drops a kept-alive connection after a stream without saying so, and
+    # discovery requests are not resent.
+    biases = await discover.bias_tokens(client) if _any(wanted, "params") else []
+    per_number = (
+        await discover.tokens_per_number(client)
+        if _any(wanted, "early", "params")
+        else discover.FALLBACK_TOKENS_PER_NUMBER
+    )
+    both_paths = _any(wanted, "join", "ragged", "early", "repeat", "params")
     ctx = ShapeContext(
         run_id=run_id,
         seed=cfg.seed,
@@ -50,7 +61,7 @@ async def _context(
         recall_max_tokens=cfg.recall_max_tokens,
         prompt_style=cfg.prompt_style,
         chars_per_token=cpt or DEFAULT_CHARS_PER_TOKEN,
-        serves_chat=await discover.serves_chat(client, run_id, extra),
+        serves_chat=both_paths and await discover.serves_chat(client, run_id, extra),
         bias_tokens=biases,
         tokens_per_number=per_number,
         sliding_window=discover.sliding_window(cfg.model),
@@ -74,7 +85,10 @@ async def build_plans(
     asked = cfg.shapes
     ctx, note = await _context(cfg, run_id, client, extra, props)
     result = Plans(warnings=[note] if note else [])
-    streaming = await discover.streams(client, run_id, cfg.prompt_style, extra)
+    asked_set = set(asked) if asked is not None else None
+    streaming = _any(asked_set, "join") and await discover.streams(
+        client, run_id, cfg.prompt_style, extra
+    )
     why_not = {}
     for name in registry.names:
         shape = registry.get(name)
@@ -85,7 +99,7 @@ async def build_plans(
     can = [n for n, why in why_not.items() if why is None]
     for name in asked or []:
         if why_not[name] is not None:
-            raise ConfigError("shapes", f"{name}: {why_not[name]}; allowed here: {', '.join(can)}")
+            raise ConfigError("--shapes", f"{name}: {why_not[name]}; allowed here: {', '.join(can)}")
     for name in registry.names:
         shape = registry.get(name)
         if asked is not None and name not in asked:
