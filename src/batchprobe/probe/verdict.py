@@ -13,16 +13,10 @@ from batchprobe.results.models import (
 from batchprobe.results.thresholds import Thresholds
 
 # Failures that mean no reply could be read as the API's at all (an HTML page, a proxy's error,
-# the wrong path, nothing listening). A baseline with only these could not be probed. Replies
-# that were read and went wrong (finish_reason "error", past max_tokens, cut off) are failures.
-_UNREADABLE = frozenset(
-    {
-        ErrorKind.MALFORMED_STREAM,
-        ErrorKind.HTTP_STATUS,
-        ErrorKind.CONNECT_ERROR,
-        ErrorKind.CONNECT_TIMEOUT,
-    }
-)
+# the wrong path). A baseline with only these could not be probed. Replies that were read and
+# went wrong (finish_reason "error", past max_tokens, cut off) and a server that went away are
+# failures.
+_UNREADABLE = frozenset({ErrorKind.MALFORMED_STREAM, ErrorKind.HTTP_STATUS})
 
 
 def _errors(arm: ArmResult) -> list[str]:
@@ -92,7 +86,8 @@ def decide(
         return Verdict(reasons=[f"{why} (status {status.value})"])
     baseline = done[0]
     m = baseline.metrics
-    if m is not None and m.sessions and not m.ok_sessions and set(m.errors_by_kind) <= _UNREADABLE:
+    unprobed = m is not None and m.sessions and not m.ok_sessions
+    if unprobed and status is not Status.ENGINE_DIED and set(m.errors_by_kind) <= _UNREADABLE:
         # Nothing the server said could be read as an answer: a server that could not be
         # probed, not a batching failure.
         kinds = ", ".join(sorted(k.value for k in m.errors_by_kind))
