@@ -5,6 +5,7 @@ from __future__ import annotations
 from batchprobe.client.types import ErrorKind
 from batchprobe.results.models import (
     ArmComparison,
+    ArmMetrics,
     ArmResult,
     Outcome,
     Status,
@@ -17,6 +18,12 @@ from batchprobe.results.thresholds import Thresholds
 # went wrong (finish_reason "error", past max_tokens, cut off) and a server that went away are
 # failures.
 _UNREADABLE = frozenset({ErrorKind.MALFORMED_STREAM, ErrorKind.HTTP_STATUS})
+
+
+def _not_probed(m: ArmMetrics, status: Status) -> bool:
+    """Every baseline session failed without a readable reply, and the server did not die."""
+    unreadable = set(m.errors_by_kind) <= _UNREADABLE
+    return bool(m.sessions) and not m.ok_sessions and unreadable and status is not Status.ENGINE_DIED
 
 
 def _errors(arm: ArmResult) -> list[str]:
@@ -86,8 +93,7 @@ def decide(
         return Verdict(reasons=[f"{why} (status {status.value})"])
     baseline = done[0]
     m = baseline.metrics
-    unprobed = m is not None and m.sessions and not m.ok_sessions
-    if unprobed and status is not Status.ENGINE_DIED and set(m.errors_by_kind) <= _UNREADABLE:
+    if m is not None and _not_probed(m, status):
         # Nothing the server said could be read as an answer: a server that could not be
         # probed, not a batching failure.
         kinds = ", ".join(sorted(k.value for k in m.errors_by_kind))
