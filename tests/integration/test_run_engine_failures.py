@@ -52,7 +52,8 @@ def test_a_program_that_cannot_start_is_engine_failed_to_start(
     assert stderr.count("error:") == 1 and stderr.count("cannot start") == 1
     assert reason in " ".join(stderr.split())
     assert data["status"] == "engine_failed_to_start"
-    assert reason in data["error"] and f"argv: {argv[0]} --port " in data["error"]
+    assert reason in data["error"]["message"]
+    assert f"argv: {argv[0]} --port " in data["error"]["message"]
     assert data["verdict"]["outcome"] == "INCONCLUSIVE"
 
 
@@ -66,7 +67,7 @@ def test_an_engine_that_dies_mid_run_leaves_exit_code_and_log_tail(tmp_path: Pat
     assert data["status"] == "engine_died" and data["verdict"]["outcome"] == "FAIL"
     arm = data["arms"][0]
     assert arm["engine_exit_code"] == 3 and arm["engine_pid"] and arm["engine_launch"]
-    assert "exited with code 3" in data["error"]
+    assert "exited with code 3" in data["error"]["message"]
     assert data["log_tail"] and "KV cache block table corrupted" in data["log_tail"]
     (diagnosis,) = data["diagnoses"]
     assert any("KV cache block table corrupted" in line for line in diagnosis["evidence"])

@@ -6,6 +6,7 @@ from batchprobe.client.types import ErrorKind
 from batchprobe.probe.judge import shape_failures, unjudged
 from batchprobe.results.models import (
     ArmComparison,
+    ArmMetrics,
     ArmResult,
     Outcome,
     Status,
@@ -14,16 +15,16 @@ from batchprobe.results.models import (
 from batchprobe.results.thresholds import Thresholds
 
 # Failures that mean no reply could be read as the API's at all (an HTML page, a proxy's error,
-# the wrong path, nothing listening). A baseline with only these could not be probed. Replies
-# that were read and went wrong (finish_reason "error", past max_tokens, cut off) are failures.
-_UNREADABLE = frozenset(
-    {
-        ErrorKind.MALFORMED_STREAM,
-        ErrorKind.HTTP_STATUS,
-        ErrorKind.CONNECT_ERROR,
-        ErrorKind.CONNECT_TIMEOUT,
-    }
-)
+# the wrong path). A baseline with only these could not be probed. Replies that were read and
+# went wrong (finish_reason "error", past max_tokens, cut off) and a server that went away are
+# failures.
+_UNREADABLE = frozenset({ErrorKind.MALFORMED_STREAM, ErrorKind.HTTP_STATUS})
+
+
+def _not_probed(m: ArmMetrics, status: Status) -> bool:
+    """Every baseline session failed without a readable reply, and the server did not die."""
+    unreadable = set(m.errors_by_kind) <= _UNREADABLE
+    return bool(m.sessions) and not m.ok_sessions and unreadable and status is not Status.ENGINE_DIED
 
 
 def _errors(arm: ArmResult) -> list[str]:
@@ -81,7 +82,7 @@ def decide(
         return Verdict(reasons=[f"{why} (status {status.value})"])
     baseline = done[0]
     m = baseline.metrics
-    if m is not None and m.sessions and not m.ok_sessions and set(m.errors_by_kind) <= _UNREADABLE:
+    if m is not None and _not_probed(m, status):
         # Nothing the server said could be read as an answer: a server that could not be
         # probed, not a batching failure.
         kinds = ", ".join(sorted(k.value for k in m.errors_by_kind))
