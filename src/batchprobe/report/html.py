@@ -33,7 +33,16 @@ class Cell:
 class GridRow:
     workload: str
     session: int
+    copy: int  # repeat: 1 for the same item sent again
+    shape: str | None
     cells: list[Cell]
+
+
+_Key = tuple[Workload, int, int]
+
+
+def _key(s: SessionResult) -> _Key:
+    return s.workload, s.session, s.situation.copy_index if s.situation else 0
 
 
 def _cell(report: Report, arm: str, s: SessionResult | None) -> Cell:
@@ -55,17 +64,17 @@ def _cell(report: Report, arm: str, s: SessionResult | None) -> Cell:
 
 
 def session_grid(report: Report) -> list[GridRow]:
-    """Sessions (rows, in the baseline's order) × arms (columns)."""
-    keys: list[tuple[Workload, int]] = []
+    """Requests (rows, each item and each repeat of it) × arms (columns)."""
+    keys: dict[_Key, str | None] = {}
     for arm in report.arms:
         for s in arm.sessions:
-            if (s.workload, s.session) not in keys:
-                keys.append((s.workload, s.session))
-    keys.sort(key=lambda k: (report.config.workloads.index(k[0])
-                             if k[0] in report.config.workloads else 99, k[1]))
-    by_arm = {a.spec.name: {(s.workload, s.session): s for s in a.sessions} for a in report.arms}
-    return [GridRow(w, i, [_cell(report, a.spec.name, by_arm[a.spec.name].get((w, i)))
-                          for a in report.arms]) for w, i in keys]
+            keys.setdefault(_key(s), s.shape)
+    order = sorted(keys, key=lambda k: (report.config.workloads.index(k[0])
+                                        if k[0] in report.config.workloads else 99, k[1], k[2]))
+    by_arm = {a.spec.name: {_key(s): s for s in a.sessions} for a in report.arms}
+    return [GridRow(k[0], k[1], k[2], keys[k],
+                    [_cell(report, a.spec.name, by_arm[a.spec.name].get(k)) for a in report.arms])
+            for k in order]
 
 
 def _environment() -> Environment:
