@@ -97,8 +97,10 @@ def test_default_run_llama_cpp_gemma3_270m(llama_env: Installation, tmp_path: Pa
     assert verdict["status"] == "ok", out
     assert verdict["config"]["engine"].startswith("llama.cpp")
     assert verdict["environment"]["server_kind"] == "llama.cpp"
-    serial = verdict["arms"][0]["metrics"]
-    assert serial["recall_sessions"] == 8 and serial["recall_hits"] >= 7, out
+    # The burst wave's 8 haystacks, one at a time: the base model finds its own needle.
+    burst = [x for x in verdict["arms"][0]["sessions"]
+             if x["shape"] == "burst" and x["workload"] == "recall"]
+    assert len(burst) == 8 and sum(bool(x["hit"]) for x in burst) >= 7, out
     widest = verdict["comparisons"][-1]
     assert widest["arm"] == "batching@8" and widest["decode_speedup"] > 1.0
     assert widest["prefill_speedup"] is not None  # reported beside the decode figure
