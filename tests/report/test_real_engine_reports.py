@@ -14,6 +14,7 @@ from markdown_it import MarkdownIt
 from batchprobe.cli import main
 from batchprobe.engines import Installation
 from batchprobe.report import render_html, render_junit, render_markdown
+from batchprobe.report.html import session_grid
 from e2e._run import batchprobe_run
 
 from .conftest import artifacts_dir, load
@@ -62,7 +63,10 @@ def test_seed_fail_in_every_format(seed_fail: Path, tmp_path: Path) -> None:
     assert "vllm-mlx-gemma4-shared-kv" in md and "shared_kv" in md
     html = render_html(report)
     assert "vllm-mlx-gemma4-shared-kv" in html and "Remedy:" in html
-    assert html.count('<summary class="error">finish_reason_error</summary>') == 16
+    # Every session of both batching arms (all shapes) errored, and each cell says so.
+    batching = [x for a in report.arms if a.spec.mode == "batching" for x in a.sessions]
+    assert batching and all(x.error is not None for x in batching)
+    assert html.count('<summary class="error">finish_reason_error</summary>') == len(batching)
 
 
 def test_seed_fail_html_in_headless_chromium(seed_fail: Path) -> None:
@@ -70,8 +74,9 @@ def test_seed_fail_html_in_headless_chromium(seed_fail: Path) -> None:
     found = asyncio.run(_inspect(html, "vllm-mlx-0.3.0"))
     assert found["log"].console == []
     assert set(found["log"].requests) == {html.as_uri()}
+    cells = len(session_grid(load(seed_fail))) * 3  # every request x the three arms
     for view in ("desktop", "phone"):
-        assert len(found[view]["plots"]) >= 2 and found[view]["grid"][2] == 24
+        assert len(found[view]["plots"]) >= 2 and found[view]["grid"][2] == cells
 
 
 def test_compare_fixed_then_seed_is_a_regression(seed_fail: Path, fixed: Path) -> None:
