@@ -15,7 +15,8 @@ from batchprobe.client.types import ErrorKind
 from batchprobe.fake import FakeServerProcess
 from batchprobe.results import Outcome
 
-from .test_fake_probe import SESSIONS, concurrent_arm, fast, probe
+from .fakeprobe import SESSIONS, probe
+from .test_fake_probe import concurrent_arm, fast
 
 # A run whose client bounds every reply stays near batchprobe's own footprint (~100 MiB
 # here); an unbounded one reached 4.2 GB in 10 s on the runaway fault.

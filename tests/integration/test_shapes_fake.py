@@ -12,29 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from batchprobe.fake import FakeServerConfig, FakeServerThread
-from batchprobe.probe.endpoint import url_provider
-from batchprobe.probe.plan import url_arms
-from batchprobe.probe.run import run_probe
-from batchprobe.results import Outcome, Report, RunConfig, Status
+from batchprobe.fake import FakeServerConfig
+from batchprobe.results import Outcome, Report, Status
 from batchprobe.workload.shapes import SHAPE_NAMES, ShapeContext, default_shapes
 
-SESSIONS = 4
+from .fakeprobe import SESSIONS, probe
+
 # TTFT well above a wave's arrival spread on a loaded 2-core machine, so a wave sent together
 # arrives before any first token (the contract's waves assume it).
 TIMING: dict[str, object] = {"ttft_ms": 60.0, "itl_ms": 3.0}
 _SHAPE_IN_REASON = re.compile(r"shape (\w+):")
-
-
-def probe(tmp_path: Path, fake: FakeServerConfig, **overrides: object) -> Report:
-    settings: dict[str, object] = {
-        "sessions": SESSIONS, "haystack_tokens": 200, "max_tokens": 24, "request_timeout_s": 20.0
-    }
-    settings.update(overrides)
-    with FakeServerThread(fake) as server:
-        config = RunConfig(base_url=server.base_url, **settings)  # type: ignore[arg-type]
-        config.arms = url_arms(config.sessions)
-        return run_probe(config, tmp_path / "verdict.json", url_provider(server.base_url))
 
 
 def fake(**kw: object) -> FakeServerConfig:
