@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from batchprobe.fake import FakeServerConfig, FakeServerThread
+from batchprobe.fake import FakeServerConfig, FakeServerProcess, FakeServerThread
 from batchprobe.probe.endpoint import url_provider
 from batchprobe.probe.plan import url_arms
 from batchprobe.probe.run import run_probe
@@ -14,17 +14,28 @@ SESSIONS = 4
 
 
 def probe(tmp_path: Path, fake: FakeServerConfig, **overrides: object) -> Report:
-    """The default URL plan (unless ``arms`` is given) at SESSIONS; the file on disk is checked
-    to be the report returned."""
+    """The default URL plan (unless ``arms`` is given) at SESSIONS against an in-process fake;
+    the file on disk is checked to be the report returned."""
+    with FakeServerThread(fake) as server:
+        return _probe_url(tmp_path, server.base_url, overrides)
+
+
+def probe_process(tmp_path: Path, fake_args: list[str], **overrides: object) -> Report:
+    """As ``probe``, against ``batchprobe fake-server FAKE_ARGS`` in its own process, for tests
+    of timing that an in-process server would distort by sharing the GIL with the client."""
+    with FakeServerProcess(*fake_args) as server:
+        return _probe_url(tmp_path, server.base_url, overrides)
+
+
+def _probe_url(tmp_path: Path, base_url: str, overrides: dict[str, object]) -> Report:
     settings: dict[str, object] = {
         "sessions": SESSIONS, "haystack_tokens": 200, "max_tokens": 24, "request_timeout_s": 20.0
     }
     settings.update(overrides)
-    with FakeServerThread(fake) as server:
-        config = RunConfig(base_url=server.base_url, **settings)  # type: ignore[arg-type]
-        if not config.arms:
-            config.arms = url_arms(config.sessions)
-        output = tmp_path / "verdict.json"
-        report = run_probe(config, output, url_provider(server.base_url))
+    config = RunConfig(base_url=base_url, **settings)  # type: ignore[arg-type]
+    if not config.arms:
+        config.arms = url_arms(config.sessions)
+    output = tmp_path / "verdict.json"
+    report = run_probe(config, output, url_provider(base_url))
     assert read_report(output) == report, "the file on disk is the final report"
     return report

@@ -26,7 +26,11 @@ MAX_VERDICT_BYTES = 3 * 1024 * 1024
 
 def test_requests_dropped_after_reading_fail_as_disconnected(tmp_path: Path) -> None:
     # A TTFT long enough that every request of a burst arrives before the first is dropped.
-    report = probe(tmp_path, fast(fault="drop_after_read", fault_when="concurrent", ttft_ms=300.0))
+    report = probe(
+        tmp_path,
+        fast(fault="drop_after_read", fault_when="concurrent", ttft_ms=300.0),
+        shapes=["burst"],
+    )
     serial, conc = report.arms[0], concurrent_arm(report)
     assert serial.metrics is not None and serial.metrics.errors_by_kind == {}
     assert conc.metrics is not None

@@ -63,6 +63,9 @@ def _parallel(
     widest = max(arms[1:], key=lambda a: a.spec.concurrency, default=None)
     if widest is None or widest.spec.concurrency <= arms[0].spec.concurrency:
         return None, "no arm runs more sessions at once than the baseline: parallelism not measured"
+    if widest.state != "done":
+        # A throughput figure from part of an arm says nothing about the whole.
+        return None, f"arm {widest.spec.name} did not finish ({widest.state}): parallelism not judged"
     comp = next(c for c in comparisons if c.arm == widest.spec.name)
     if comp.decode_speedup is None:
         return None, f"arm {widest.spec.name}: no decode throughput to compare (no successful decode)"
