@@ -103,6 +103,22 @@ def group_members(pgid: int) -> list[int]:
     return launch_processes(pgid)
 
 
+def group_rss_bytes(pgid: int) -> int | None:
+    """Resident memory of every live process in group ``pgid``, summed; None without /proc
+    (macOS) or when the group is gone."""
+    if not _PROC.is_dir():
+        return None
+    page = os.sysconf("SC_PAGE_SIZE")
+    total, seen = 0, False
+    for pid in group_members(pgid):
+        try:
+            resident = int((_PROC / str(pid) / "statm").read_text().split()[1])
+        except (OSError, IndexError, ValueError):  # gone between the scan and the read
+            continue
+        total, seen = total + resident * page, True
+    return total if seen else None
+
+
 def _signal_all(pgid: int | None, pids: list[int], sig: signal.Signals) -> None:
     if pgid is not None:
         try:

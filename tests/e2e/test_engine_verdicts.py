@@ -15,7 +15,7 @@ from ._run import batchprobe_run, expected_exit, sessions
 pytestmark = pytest.mark.engine
 
 # The burst wave alone: these tests count its items (every shape: test_shapes_engines.py).
-TINY = ["--sessions", "4", "--haystack-tokens", "128", "--max-tokens", "16", "--shapes", "burst"]
+TINY = ["--quick", "--sessions", "4", "--haystack-tokens", "128", "--max-tokens", "16", "--shapes", "burst"]
 
 
 def test_seed_case_vllm_mlx_030_gemma4_fails_with_diagnosis(
@@ -89,28 +89,65 @@ def test_transformers_serve_both_modes_complete_verdict(
 
 
 def test_default_run_llama_cpp_gemma3_270m(llama_env: Installation, tmp_path: Path) -> None:
-    """`batchprobe run` with no engine arguments: the README's main job."""
+    """`batchprobe run` with no engine arguments: the README's main job, a sweep to 16."""
     started = time.monotonic()
     code, verdict, out = batchprobe_run([], tmp_path / "verdict.json", timeout=600)
     elapsed = time.monotonic() - started
+    print(f"default run: {elapsed:.0f}s")
     assert elapsed < 600, f"the default run took {elapsed:.0f}s"
     assert verdict["status"] == "ok", out
     assert verdict["config"]["engine"].startswith("llama.cpp")
     assert verdict["environment"]["server_kind"] == "llama.cpp"
-    # The burst wave's 8 haystacks, one at a time: the base model finds its own needle.
-    burst = [x for x in verdict["arms"][0]["sessions"]
-             if x["shape"] == "burst" and x["workload"] == "recall"]
-    assert len(burst) == 8 and sum(bool(x["hit"]) for x in burst) >= 7, out
-    widest = verdict["comparisons"][-1]
-    assert widest["arm"] == "batching@8" and widest["decode_speedup"] > 1.0
-    assert widest["prefill_speedup"] is not None  # reported beside the decode figure
-    assert all(a["metrics"]["errors_by_kind"] == {} for a in verdict["arms"])
+    assert verdict["config"]["sweep"] == [1, 2, 4, 8, 16]
+    assert all(a["metrics"]["errors_by_kind"] == {} for a in verdict["arms"]), out
+    # The base model finds its own needle alone.
+    recall = [x for x in verdict["arms"][0]["sessions"] if x["workload"] == "recall"]
+    assert sum(bool(x["hit"]) for x in recall) >= 0.75 * len(recall), out
+    env = verdict["envelope"]
+    assert env["stop"]["rule"] == "plan_end" and [s["n"] for s in env["steps"]] == [1, 2, 4, 8, 16]
+    for step in env["steps"]:
+        assert step["correct"] is True, step["reasons"]
+        # llama-server's own gauge says it ran the step's depth at once, from its -np 16 slots.
+        load = step["server_load"]
+        assert load["source"] == "llama.cpp /metrics" and load["running_max"] == step["n"], step
+        assert load["waiting_max"] == 0, "16 slots: nothing queues"
+        assert step["engine_rss_peak_mb"] > 100, "the engine's process group was sampled"
+        assert step["speedup"] is not None and step["mixed_speedup"] is not None
+    assert env["largest_correct_n"] == 16 and env["first_failing_n"] is None
+    assert env["peak_decode_tokens_per_s"] > env["baseline_decode_tokens_per_s"]
+    speedups = {s["n"]: s["speedup"] for s in env["steps"]}
+    assert speedups[8] > 1.3 * speedups[1], speedups  # continuous batching: decode scales
     # Every shape ran, and a healthy engine raises no false alarm under any of them.
     assert all(s["ran"] for s in verdict["shapes"]), verdict["shapes"]
     assert verdict["verdict"]["correct"] is True, verdict["verdict"]["reasons"]
-    repeat = next(w for w in verdict["arms"][-1]["waves"] if w["shape"] == "repeat")
+    deepest = next(a for a in verdict["arms"] if a["spec"]["name"] == "sweep@16")
+    repeat = next(w for w in deepest["waves"] if w["shape"] == "repeat")
     assert repeat["prefix_cache"].startswith("on (cache_prompt true")
     assert code == expected_exit(verdict), out
+
+
+def test_mlx_lm_tiny_gemma3_sweep_to_16(
+    mlx_lm_env: Installation, tiny_gemma3_dir: Path, tmp_path: Path
+) -> None:
+    code, verdict, out = batchprobe_run(
+        ["--engine", "mlx-lm", "--model", str(tiny_gemma3_dir), "--sweep", "1,2,4,8,16",
+         "--haystack-tokens", "128", "--max-tokens", "24", "--workloads", "decode"],
+        tmp_path / "verdict.json",
+    )  # fmt: skip
+    assert verdict["status"] == "ok", out
+    env = verdict["envelope"]
+    assert [s["n"] for s in env["steps"]] == [1, 2, 4, 8, 16], env["stop"]
+    assert env["stop"]["rule"] in ("plan_end", "incorrect", "errors"), env["stop"]
+    for step in env["steps"]:
+        arm = next(a for a in verdict["arms"] if a["spec"]["name"] == step["arm"])
+        assert arm["state"] == "done" and arm["metrics"]["sessions"] == step["requests"] > 0
+        assert step["decode_tokens_per_s"] is not None and step["speedup"] is not None
+        assert step["client_overlap_max"] >= 1 and step["engine_rss_peak_mb"] > 50
+        assert step["correct"] is not None
+    assert env["peak_n"] in (1, 2, 4, 8, 16) and env["peak_decode_tokens_per_s"] > 0
+    assert verdict["verdict"]["parallel"] is not None
+    assert code == expected_exit(verdict), out
+    assert not procs_with(str(tiny_gemma3_dir))
 
 
 def test_bad_model_path_is_engine_failed_to_start(

@@ -14,7 +14,7 @@ from ._run import batchprobe_run
 
 pytestmark = pytest.mark.engine
 
-TINY = ["--sessions", "4", "--haystack-tokens", "128", "--max-tokens", "16"]
+TINY = ["--quick", "--sessions", "4", "--haystack-tokens", "128", "--max-tokens", "16"]
 
 
 def _no_false_fail(verdict: dict[str, Any], out: str) -> None:

@@ -28,7 +28,7 @@ def test_base_url_probe_of_real_mlx_lm_server(
     mlx_lm_server: str, tiny_gemma3_dir: Path, tmp_path: Path
 ) -> None:
     code, verdict, out = batchprobe_run(
-        ["--base-url", mlx_lm_server, "--model", str(tiny_gemma3_dir), "--sessions", "4",
+        ["--quick", "--base-url", mlx_lm_server, "--model", str(tiny_gemma3_dir), "--sessions", "4",
          "--haystack-tokens", "128", "--max-tokens", "32", "--shapes", "burst"],
         tmp_path / "verdict.json",
     )

@@ -68,7 +68,7 @@ def test_sigint_during_an_arm_leaves_an_interrupted_verdict(tmp_path: Path) -> N
     out = tmp_path / "v.json"
     with FakeServerProcess("--ttft-ms", "10", "--itl-ms", "20", "--batching", "serial") as fake:
         probe = subprocess.Popen(
-            [sys.executable, "-m", "batchprobe", "run", "--base-url", fake.base_url,
+            [sys.executable, "-m", "batchprobe", "run", "--quick", "--base-url", fake.base_url,
              "--sessions", "4", "--haystack-tokens", "100", "--max-tokens", "32",
              "--shapes", "burst", "--output", str(out)],
             stdout=subprocess.DEVNULL,

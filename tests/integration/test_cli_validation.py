@@ -42,6 +42,24 @@ def _bad_inputs(tmp_path: Path) -> list[tuple[list[str], str]]:
         (["--base-url", URL, "--sessions", "4", "--arms", "serial@1,concurrent@8"], "--arms"),
         (["--engine", "mlx-lm", "--model", "m", "--sessions", "2", "--arms", "batching@4"],
          "--arms"),
+        # The sweep: depths, SLOs, the budget, and plans that exclude one another.
+        (["--base-url", URL, "--sweep", "0,2"], "--sweep"),
+        (["--base-url", URL, "--sweep", "8,4"], "--sweep"),
+        (["--base-url", URL, "--sweep", "2,2"], "--sweep"),
+        (["--base-url", URL, "--sweep", "1,2048"], "--sweep"),
+        (["--base-url", URL, "--sweep", "1,x"], "--sweep"),
+        (["--base-url", URL, "--sweep", ""], "--sweep"),
+        (["--base-url", URL, "--sweep", "1,2", "--quick"], "--sweep"),
+        (["--base-url", URL, "--sweep", "1,2", "--arms", "serial@1"], "--sweep"),
+        (["--base-url", URL, "--quick", "--arms", "serial@1"], "--quick"),
+        (["--base-url", URL, "--max-sessions", "8"], "--max-sessions"),
+        (["--base-url", URL, "--sweep", "auto", "--max-sessions", "0"], "--max-sessions"),
+        (["--base-url", URL, "--slo-ttft-p99", "0"], "--slo-ttft-p99"),
+        (["--base-url", URL, "--slo-ttft-p99", "-1"], "--slo-ttft-p99"),
+        (["--base-url", URL, "--slo-itl-p99", "nan"], "--slo-itl-p99"),
+        (["--base-url", URL, "--slo-itl-p99", "inf"], "--slo-itl-p99"),
+        (["--base-url", URL, "--time-budget", "5"], "--time-budget"),
+        (["--base-url", URL, "--time-budget", "inf"], "--time-budget"),
     ]
 
 
@@ -57,6 +75,21 @@ def test_every_bad_input_is_one_line_naming_the_option(tmp_path: Path) -> None:
         assert "Traceback" not in result.output, args
         assert result.stdout == "", args
         assert not out.exists(), f"{args}: the run must not start"
+
+
+def test_sweep_errors_say_what_is_allowed(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = ["--output", str(tmp_path / "v.json")]
+    cases = {
+        ("--sweep", "8,4"): "depths must increase",
+        ("--sweep", "0,2"): "1-1024",
+        ("--sweep", "1,x"): "auto",
+        ("--time-budget", "5"): "30",
+        ("--slo-ttft-p99", "0"): "greater than 0",
+    }
+    for (option, value), allowed in cases.items():
+        result = runner.invoke(main, ["run", "--base-url", URL, option, value, *out])
+        assert result.exit_code == 2 and allowed in result.stderr, (option, value, result.stderr)
 
 
 def test_the_unwritable_folder_is_named(tmp_path: Path) -> None:

@@ -89,8 +89,8 @@ def _probe_subprocess(base_url: str, out: Path) -> tuple[int, int]:
     include the pytest process it was forked from.
     """
     argv = [
-        sys.executable, "-m", "batchprobe", "run", "--base-url", base_url, "--output", str(out),
-        "--sessions", "8", "--haystack-tokens", "200", "--max-tokens", "128", "--shapes", "burst",
+        sys.executable, "-m", "batchprobe", "run", "--quick", "--base-url", base_url,
+        "--output", str(out), "--sessions", "8", "--haystack-tokens", "200", "--max-tokens", "128", "--shapes", "burst",
     ]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     peak = 0

@@ -27,7 +27,7 @@ def test_the_readme_library_example_runs(
     code = _library_example()
     assert EXAMPLE_URL in code and len(code.strip().splitlines()) <= 8
     monkeypatch.chdir(tmp_path)
-    with FakeServerThread(FakeServerConfig(ttft_ms=5, itl_ms=4)) as server:
+    with FakeServerThread(FakeServerConfig(ttft_ms=5, itl_ms=1)) as server:
         exec(compile(code.replace(EXAMPLE_URL, server.base_url), str(README), "exec"), {})  # noqa: S102 - the README example, run as written
     printed = capsys.readouterr().out
     report = read_report(tmp_path / "verdict.json")

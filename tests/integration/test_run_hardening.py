@@ -18,11 +18,13 @@ from aioserver import Handler
 from batchprobe.cli import main
 from batchprobe.fake import FakeServerConfig, FakeServerThread
 from batchprobe.probe import plan_run, run_plan
-from batchprobe.results import Outcome, Status, read_report
+from batchprobe.results import SCHEMA_VERSION, Outcome, Status, read_report
 from threadserver import serve_in_thread
 
 # The burst wave alone: these servers count requests.
-TINY: dict[str, object] = {"sessions": 2, "workloads": "decode", "max_tokens": 8, "shapes": "burst"}
+TINY: dict[str, object] = {
+    "quick": True, "sessions": 2, "workloads": "decode", "max_tokens": 8, "shapes": "burst"
+}
 
 
 def _completion_stream(tokens: int) -> bytes:
@@ -143,7 +145,7 @@ def test_a_bug_exits_2_and_the_verdict_keeps_its_traceback(
     assert result.exit_code == 2, result.output
     assert "internal error: ZeroDivisionError: a bug in the arm" in result.stderr
     data = json.loads(out.read_text())
-    assert data["schema_version"] == "2.0" and data["status"] == "error"
+    assert data["schema_version"] == SCHEMA_VERSION and data["status"] == "error"
     assert data["error"]["message"] == "internal error: ZeroDivisionError: a bug in the arm"
     assert "ZeroDivisionError" in data["error"]["traceback"]
     assert "in broken" in data["error"]["traceback"]

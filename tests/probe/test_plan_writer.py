@@ -5,7 +5,7 @@ import pytest
 from batchprobe.errors import ConfigError
 from batchprobe.probe.plan import engine_arms, parse_arms, url_arms
 from batchprobe.probe.run import new_report
-from batchprobe.results import RunConfig, json_schema, read_report, write_report
+from batchprobe.results import SCHEMA_VERSION, RunConfig, json_schema, read_report, write_report
 
 
 def test_default_plans():
@@ -33,7 +33,7 @@ def test_atomic_write_roundtrip_leaves_no_temp(tmp_path):
     assert read_report(path) == report
     assert [p.name for p in path.parent.iterdir()] == ["verdict.json"]
     data = json.loads(path.read_text())
-    assert data["schema_version"] == "2.0" and data["status"] == "running"
+    assert data["schema_version"] == SCHEMA_VERSION and data["status"] == "running"
 
 
 def test_schema_has_the_verdict():

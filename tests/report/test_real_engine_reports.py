@@ -22,7 +22,7 @@ from .test_html_chromium import _inspect
 
 pytestmark = pytest.mark.engine
 
-TINY = ["--sessions", "4", "--haystack-tokens", "128", "--max-tokens", "16"]
+TINY = ["--quick", "--sessions", "4", "--haystack-tokens", "128", "--max-tokens", "16"]
 
 
 def _real_verdict(version: str, model: Path, folder: Path) -> Path:

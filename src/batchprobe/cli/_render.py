@@ -31,7 +31,12 @@ class RichListener:
         task = self.tasks.get(arm.spec.name)
         if task is not None:
             errors = sum(1 for s in arm.sessions if s.error is not None)
-            self.progress.update(task, advance=1, note=f"errors {errors}" if errors else "")
+            # Live throughput: tokens so far over the time since the arm's first request.
+            tokens = sum(len(s.chunk_ends) for s in arm.sessions)
+            span = max(s.end_s for s in arm.sessions)
+            rate = f"{tokens / span:.0f} tok/s" if span > 0 else ""
+            note = f"{rate}  errors {errors}" if errors else rate
+            self.progress.update(task, advance=1, note=note)
 
     def arm_finished(self, arm: ArmResult) -> None:
         pass

@@ -57,8 +57,17 @@ def _build_config(**values: object) -> FakeServerConfig:
     type=click.Choice(FAULT_WHEN_MODES),
     default="always",
     show_default=True,
-    help="Which requests the fault hits: every one, concurrent ones, or one traffic shape's "
-    "situation (join, ragged, early, repeat, params; see the README).",
+    help="Which requests the fault hits: every one, concurrent ones, those arriving above "
+    "--fault-above in flight, or one traffic shape's situation (join, ragged, early, repeat, "
+    "params; see the README).",
+)
+@click.option(
+    "--fault-above",
+    type=click.IntRange(min=0),
+    default=1,
+    show_default=True,
+    help="With --fault-when above: the fault hits requests arriving while more than this many "
+    "requests, the arriving one included, are in flight.",
 )
 @click.option(
     "--exit-after",

@@ -65,8 +65,18 @@ _OPTIONS = [
     click.option("--workloads", help="Comma-separated: recall, decode [default: both]."),
     click.option("--shapes", help=f"Comma-separated traffic shapes: {','.join(SHAPE_NAMES)} "
                                   "[default: every shape the server supports]."),
-    click.option("--arms", help="Comma-separated NAME@N arms (default: serial@1,concurrent@N for a "
-                                "URL; simple@1,batching@1,batching@N for an engine)."),
+    click.option("--sweep", help="Depths to sweep, comma-separated increasing (1,2,4,8,16), or "
+                                 "auto: doubling to --max-sessions, stopping at the knee "
+                                 "[default: doubling to 2 x --sessions]."),
+    _run_option("max_sessions", "--max-sessions"),
+    _run_option("slo_ttft_p99_s", "--slo-ttft-p99"),
+    _run_option("slo_itl_p99_s", "--slo-itl-p99"),
+    _run_option("time_budget_s", "--time-budget"),
+    click.option("--quick", is_flag=True, help="The short plan instead of a sweep: serial, then "
+                                               "--sessions at once (an engine: simple@1, "
+                                               "batching@1, batching@N)."),
+    click.option("--arms", help="Comma-separated NAME@N arms instead of a sweep (e.g. serial@1,"
+                                "concurrent@8; an engine: simple@1,batching@1,batching@8)."),
     _run_option("seed", "--seed"),
     _run_option("request_seed", "--request-seed"),
     _run_option("min_speedup", "--min-speedup"),

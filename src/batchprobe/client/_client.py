@@ -129,6 +129,11 @@ class OpenAIClient:
         reply: JsonValue | None = _json_or_none(status, body)
         return reply
 
+    async def get_text(self, path: str) -> str | None:
+        """``GET path`` as text; None unless the server answers 200."""
+        status, body = await self._request("GET", self._url(path))
+        return body.decode("utf-8", errors="replace") if status == 200 else None
+
     async def tokenize(self, text: str) -> int | None:
         """Token count from a llama.cpp-style ``POST /tokenize``; None when unsupported."""
         ids = await self.token_ids(text)

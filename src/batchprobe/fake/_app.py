@@ -18,6 +18,7 @@ def build_app(config: FakeServerConfig) -> web.Application:
     app[STATE_KEY] = ServerState(config)
     app.router.add_get("/v1/models", _handlers.models)
     app.router.add_get("/health", _handlers.health)
+    app.router.add_get("/metrics", _handlers.metrics)
     app.router.add_post("/v1/completions", _handlers.completions)
     app.router.add_post("/v1/chat/completions", _handlers.chat_completions)
     # llama.cpp's tokenizer endpoint, so a client can aim a logit_bias at a word.

@@ -25,7 +25,7 @@ Fault = Literal[
     "buffered",
     "param_leak",
 ]
-FaultWhen = Literal["always", "concurrent", "join", "ragged", "early", "repeat", "params"]
+FaultWhen = Literal["always", "concurrent", "above", "join", "ragged", "early", "repeat", "params"]
 # The faults the early trigger can apply mid-reply, from the departure on (the others need
 # the whole reply still ahead: a status code, a first chunk, another row's parameters).
 LateFault = Literal["corrupt", "finish_error", "truncated_stream"]
@@ -78,6 +78,12 @@ class FakeServerConfig(BaseModel):
     (one in flight when it arrived, or one arriving before its first token). Decided when the
     first token is due. Ignored by ``busy_503`` (concurrent by nature) and ``exit_after``.
 
+    ``above``: only requests that arrive while more than ``fault_above`` requests, the
+    arriving one included, are in flight at the server (received, reply not yet complete).
+    Decided on arrival. A reply stops counting before its last bytes are written, so a
+    client that keeps at most ``fault_above`` requests in flight (the next one sent once it
+    has read the previous one's end) never sets it off.
+
     The shape triggers fire each in its own situation only (see the README): ``join`` (it
     arrived while another in flight had streamed a token, and is not a repeat), ``ragged``
     (the prompts in flight when it arrived or when its first token is due span more than 2x
@@ -85,6 +91,11 @@ class FakeServerConfig(BaseModel):
     arrived left with fewer tokens; only with corrupt, finish_error or truncated_stream),
     ``repeat`` (its prompt equals, or shares an 80% prefix with, another of the busy period)
     and ``params`` (another in flight has other sampling parameters)."""
+
+    fault_above: int = Field(default=1, ge=0)
+    """With ``fault_when="above"``: the fault hits requests that arrive while more than this
+    many requests, counting the arriving one, are in flight at the server (0: every one).
+    Ignored with the other ``fault_when`` values."""
 
     exit_after: int | None = Field(default=None, ge=1, validate_default=True)
     """With ``fault="exit_after"``: the server stops once this many generation requests have

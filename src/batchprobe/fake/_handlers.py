@@ -23,6 +23,7 @@ from batchprobe.workload.needle import find_needle_code
 
 # A cached prompt skips most of prefill, as llama.cpp's prompt cache does.
 CACHED_TTFT_FRACTION = 0.1
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def _json_response(body: Any, status: int = 200) -> web.Response:
@@ -42,6 +43,24 @@ async def models(request: web.Request) -> web.Response:
 
 async def health(request: web.Request) -> web.Response:
     return _json_response({"status": "ok"})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """vLLM's scheduler gauges in the Prometheus text format: requests holding a generation
+    slot, and those received, not finished, waiting for one."""
+    state = request.app[STATE_KEY]
+    label = f'{{model_name="{_label_value(state.config.model_id)}"}}'
+    lines = []
+    for name, value in (("running", state.running), ("waiting", state.waiting)):
+        gauge = f"vllm:num_requests_{name}"
+        lines += [f"# TYPE {gauge} gauge", f"{gauge}{label} {value}"]
+    body = ("\n".join(lines) + "\n").encode()
+    return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
+
+
+def _label_value(value: str) -> str:
+    """A Prometheus label value: backslash, double quote and newline escaped."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 async def props(request: web.Request) -> web.Response:
@@ -97,7 +116,7 @@ async def _generate(request: web.Request, api: Api) -> web.StreamResponse:
     # The healthy answer, known on arrival: its length is what the early trigger compares.
     healthy = respond(gen, prompt=gen.prompt, code=code, sampling=gen.sampling, vocab=state.vocab)
     with state.track(gen, code, len(healthy.texts)) as flight:
-        async with state.slot():
+        async with state.slot(flight):
             response = await _reply(request, state, flight, healthy)
     state.note_answered()
     return response
@@ -141,6 +160,9 @@ async def _reply(
         plan = StreamPlan(answer, clock, encoder, tail, progress, fault)
         return await write_stream(request, plan, headers)
     answer = await generate_silently(clock, progress, answer)
+    # Only writing is left: the body goes out after this handler returns, _broken_body's
+    # half before.
+    state.finish(flight)
     if faulted and config.fault == "huge_event":
         huge = b"".join((b'{"choices":[{"index":0,"text":"', *huge_text_event()[1:-1], b'"}]}'))
         return web.Response(body=huge, content_type="application/json", headers=headers)

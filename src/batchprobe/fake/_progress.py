@@ -37,6 +37,10 @@ class Progress:
         """Token sent (or, without streaming, generated)."""
         self._state.note_token(self._flight)
 
+    def finish(self) -> None:
+        """Only the reply's last bytes are left to write: it stops counting as in flight."""
+        self._state.finish(self._flight)
+
     def revise(self, answer: Answer, index: int) -> Answer:
         """``answer`` as it stands when token ``index`` is due: from the departure that
         marked the flight on, faulted (once; later calls return it unchanged)."""

@@ -43,6 +43,8 @@ class Flight:
     code: str | None
     arrival_tick: int
     crowded_at_arrival: bool
+    load_at_arrival: int
+    """Requests in flight when it arrived, itself included (the ``above`` trigger)."""
     joined_decoding: bool
     """Another request in flight had streamed a token when this one arrived."""
     planned: int
@@ -54,6 +56,9 @@ class Flight:
     departed: bool = False
     lengths_at_arrival: tuple[int, ...] = ()
     """The ragged trigger: shortest and longest prompt in flight when it arrived."""
+    holds_slot: bool = False
+    finished: bool = False
+    """Its reply is complete but for its last bytes (see ``ServerState.finish``)."""
 
 
 class ServerState:
@@ -63,6 +68,10 @@ class ServerState:
         cap = config.batch_cap if config.batching == "continuous" else 1
         self._slots = asyncio.Semaphore(cap)
         self.active = 0
+        # What /metrics and the above trigger count: requests not finished (see finish),
+        # and those of them holding a slot.
+        self._unfinished = 0
+        self._running = 0
         self._inflight: dict[int, Flight] = {}
         # The busy period: every request since the server was last idle, in arrival order.
         self._period: list[Flight] = []
@@ -89,16 +98,28 @@ class ServerState:
     def in_flight(self) -> int:
         return len(self._inflight)
 
+    @property
+    def running(self) -> int:
+        """Requests holding a generation slot, not finished."""
+        return self._running
+
+    @property
+    def waiting(self) -> int:
+        """Requests received, not finished, without a slot."""
+        return self._unfinished - self._running
+
     @contextlib.contextmanager
     def track(self, gen: GenRequest, code: str | None, planned: int) -> Iterator[Flight]:
         """Count a request as in flight (queued or generating) for the duration; leaving is
         its departure from the batch, however the reply ended."""
+        self._unfinished += 1
         flight = Flight(
             seq=self._next_seq,
             gen=gen,
             code=code,
             arrival_tick=self._tick(),
             crowded_at_arrival=bool(self._inflight),
+            load_at_arrival=self._unfinished,
             joined_decoding=self._decoding > 0,
             planned=planned,
         )
@@ -112,6 +133,7 @@ class ServerState:
         try:
             yield flight
         finally:
+            self.finish(flight)
             self._depart(flight)
             del self._inflight[flight.seq]
             _discount(self._lengths, gen.prompt_tokens)
@@ -131,15 +153,34 @@ class ServerState:
         if flight.generated >= flight.planned:
             self._depart(flight)
 
+    def finish(self, flight: Flight) -> None:
+        """``flight`` stops counting as in flight (for /metrics and the above trigger): once,
+        before its reply's last bytes are written, and at the latest when it leaves
+        ``track``. A client that sends its next request on reading a reply's end must find
+        that reply no longer counted."""
+        if flight.finished:
+            return
+        flight.finished = True
+        self._unfinished -= 1
+        if flight.holds_slot:
+            self._running -= 1
+
     @contextlib.asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        """Wait for a generation slot; ``active`` counts the requests holding one."""
+    async def slot(self, flight: Flight) -> AsyncIterator[None]:
+        """Wait for a generation slot; ``active`` counts the requests holding one, and
+        ``running`` those of them not finished."""
         async with self._slots:
             self.active += 1
+            flight.holds_slot = True
+            if not flight.finished:
+                self._running += 1
             try:
                 yield
             finally:
                 self.active -= 1
+                flight.holds_slot = False
+                if not flight.finished:
+                    self._running -= 1
 
     def step_s(self) -> float:
         """Seconds per token for each generating request, given how many generate now."""
@@ -164,6 +205,10 @@ class ServerState:
             return True
         if when == "concurrent":
             return flight.crowded_at_arrival or self._next_seq > flight.seq + 1
+        if when == "above":
+            # Decided by its arrival alone: a client keeping at most fault_above requests
+            # in flight never sets it off (a reply stops counting before its last bytes).
+            return flight.load_at_arrival > config.fault_above
         if when == "join":
             joined = flight.joined_decoding
             return joined and not _triggers.repeated(flight.gen, self._peers(flight))

@@ -97,6 +97,7 @@ async def _emit(response: web.StreamResponse, plan: StreamPlan) -> bool:
         if index >= len(answer.texts):
             # The early trigger ended the reply here, after a chunk that did not say so.
             if progress.cut:
+                progress.finish()
                 await response.write(b"".join(pending))
                 return False
             pending.append(plan.encoder.empty_chunk(answer.finish_reason))
@@ -117,9 +118,13 @@ async def _emit(response: web.StreamResponse, plan: StreamPlan) -> bool:
             pending.clear()
             await asyncio.sleep(0)
         if index + 1 == cut_after:
+            progress.finish()
             await response.write(b"".join(pending))
             return False
         index += 1
     pending.extend(plan.tail(answer))
+    # Before the last write, not after: a client that sends its next request on reading
+    # [DONE] must not find this one still counted in flight.
+    progress.finish()
     await response.write(b"".join(pending))
     return True

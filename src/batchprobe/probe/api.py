@@ -24,8 +24,9 @@ from batchprobe.errors import ConfigError
 from batchprobe.patches import get_patch
 from batchprobe.probe.endpoint import EndpointProvider, url_provider
 from batchprobe.probe.managed import EngineProvider, engine_target
-from batchprobe.probe.plan import engine_arms, parse_arms, url_arms
+from batchprobe.probe.plan import baseline_arm, engine_arms, parse_arms, url_arms
 from batchprobe.probe.run import ProbeListener, run_probe
+from batchprobe.probe.sweep import doubling, parse_sweep
 from batchprobe.results.models import ArmSpec, PromptStyle, Report, RunConfig
 from batchprobe.results.thresholds import Thresholds
 from batchprobe.workload.shapes import default_shapes
@@ -105,6 +106,8 @@ def plan_run(
     serve_cmd: str | Sequence[str] | None = None,
     patches: Sequence[str] = (),
     arms: str | Sequence[ArmSpec] | None = None,
+    sweep: str | Sequence[int] | None = None,
+    quick: bool = False,
     workloads: str | Sequence[str] | None = None,
     shapes: str | Sequence[str] | None = None,
     prompt_style: PromptStyle | None = None,
@@ -116,7 +119,10 @@ def plan_run(
     """Validate a run and decide everything left open; raises ``ConfigError`` naming the field.
 
     With neither ``base_url`` nor ``engine`` the run launches llama.cpp serving gemma3-270m,
-    building llama-server first when it is missing. ``shapes`` names traffic shapes (default:
+    building llama-server first when it is missing. The plan is the serial cold baseline and a
+    sweep doubling to 2 x ``sessions`` (``sweep``: a list of depths, or ``"auto"``: doubling to
+    ``max_sessions``, default 4 x ``sessions``, stopping at the knee); ``quick`` or ``arms``
+    gives a plan of arms instead (the quick one: serial, then ``sessions`` at once). ``shapes`` names traffic shapes (default:
     every shape the server supports). ``settings`` are ``RunConfig`` fields
     (``sessions``, ``seed``, ``request_seed``, ``request_timeout_s``, ...) and ``Thresholds``
     fields (``min_speedup``, ...); what is not given takes the model's default.
@@ -134,13 +140,27 @@ def plan_run(
     if prompt_style is not None:
         fields["prompt_style"] = prompt_style
     # Bounds first: a bad number fails before a model is assembled or an engine resolved.
-    sessions = _validated(fields).sessions
+    first = _validated(fields)
+    sessions = first.sessions
+    if sweep is not None and (quick or arms is not None):
+        raise ConfigError("sweep", "a sweep is its own plan: drop --quick or --arms")
+    if quick and arms is not None:
+        raise ConfigError("quick", "--quick is a plan of arms already: drop --arms")
     if isinstance(arms, str):
         fields["arms"] = parse_arms(arms, managed=managed)
     elif arms is not None:
         fields["arms"] = list(arms)
-    else:
+    elif quick:
         fields["arms"] = engine_arms(sessions) if managed else url_arms(sessions)
+    else:
+        depths, auto = (
+            parse_sweep(sweep, sessions, first.max_sessions)
+            if sweep is not None
+            else (doubling(min(2 * sessions, 1024)), False)
+        )
+        fields.update(arms=[baseline_arm(managed)], sweep=depths, sweep_auto=auto)
+    if first.max_sessions is not None and not fields.get("sweep_auto"):
+        raise ConfigError("max_sessions", "applies to --sweep auto only")
     _validated(fields)
     check_output(output)
     argv = _serve_argv(serve_cmd)

@@ -1,7 +1,13 @@
-"""The run's work items, built once: one plan per traffic shape, sized with the server's tokenizer."""
+"""The run's work items: one plan per traffic shape, sized with the server's tokenizer.
+
+Without a sweep they are built once, at ``--sessions``. A sweep builds fresh items for each
+depth (their own sessions and needles, so no step is flattered by another's cache), sized so
+that a step's one wave has at least as many requests as the depth keeps in flight.
+"""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 
 from pydantic import JsonValue
@@ -14,20 +20,104 @@ from batchprobe.results.models import RunConfig
 from batchprobe.results.shapes import ShapeStatus
 from batchprobe.workload.haystack import DEFAULT_CHARS_PER_TOKEN
 from batchprobe.workload.items import WorkItem
-from batchprobe.workload.shapes import ShapeContext, ShapePlan, default_shapes
+from batchprobe.workload.shapes import Send, ShapeContext, ShapePlan, default_shapes
 
 
 @dataclass
 class Plans:
-    """Every shape's plan, in wave order, and what became of each shape."""
+    """Every shape's plan, in wave order, and what became of each shape.
+
+    ``steps``: a sweep's planned depths and each one's plans; ``plans`` is then every step's
+    plans in turn (what the serial baseline sends). ``at`` builds a fresh step (bisection).
+    """
 
     plans: list[ShapePlan] = field(default_factory=list)
     status: list[ShapeStatus] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    steps: dict[int, list[ShapePlan]] = field(default_factory=dict)
+    throughput: dict[int, ShapePlan] = field(default_factory=dict)
+    shape_ctx: ShapeContext | None = None
+    names: list[str] = field(default_factory=list)
+    workloads: list[str] = field(default_factory=list)
 
     @property
     def items(self) -> list[WorkItem]:
         return [i for plan in self.plans for i in plan.items]
+
+    def at(self, depth: int) -> tuple[ShapePlan | None, list[ShapePlan]]:
+        """Fresh plans for one sweep step at ``depth`` (new sessions and needles): its
+        throughput phase (``depth`` counting prompts at once, the burst's decode half: short
+        prompts, so the figure is decode batching, not prefill) and its mixed wave (every
+        shape at the least size that sends ``depth`` requests; depth 1 is the burst alone,
+        every other shape is about requests sharing the server)."""
+        ctx = self.shape_ctx
+        if ctx is None:
+            raise RuntimeError("build_plans kept no shape context")
+        throughput = None
+        if "burst" in self.names and "decode" in self.workloads:
+            ctx.sessions = depth
+            (burst,) = _build(ctx, ["burst"], ["decode"])
+            burst.sends = [Send(i) for i in burst.items]
+            burst.notes = [f"the throughput phase: {depth} counting prompts at once"]
+            throughput = burst
+        names = self.names if depth > 1 else [n for n in self.names if n == "burst"] or self.names
+        ctx.sessions = _size_for(ctx, names, self.workloads, depth, throughput is not None)
+        mixed = _build(ctx, names, self.workloads)
+        for plan in mixed:
+            if plan.shape == "burst" and throughput is not None:
+                # Its decode half is the throughput phase.
+                plan.items = [i for i in plan.items if i.workload != "decode"]
+                plan.sends = [x for x in plan.sends if x.item.workload != "decode"]
+        return throughput, [p for p in mixed if p.items]
+
+
+def _build(ctx: ShapeContext, names: list[str], workloads: list[str]) -> list[ShapePlan]:
+    """Each named shape that can run at ``ctx.sessions``, kept to ``workloads``."""
+    registry = default_shapes()
+    plans = []
+    for name in names:
+        shape = registry.get(name)
+        if shape.unavailable(ctx) is not None:
+            continue
+        plan = shape.build(ctx)
+        kept = [i for i in plan.items if i.workload in workloads]
+        if not kept:
+            continue
+        keep = {i.session for i in kept}
+        plan.items = kept
+        plan.sends = [s for s in plan.sends if s.item.session in keep]
+        plans.append(plan)
+    return plans
+
+
+def _size_for(
+    ctx: ShapeContext, names: list[str], workloads: list[str], depth: int, split: bool
+) -> int:
+    """The least per-shape size whose plans send at least ``depth`` requests in one wave
+    (``split``: the burst's decode half is sent apart, so it does not count)."""
+
+    def sends(size: int) -> int:
+        trial = copy.deepcopy(ctx)
+        trial.sessions = size
+        return sum(
+            1
+            for p in _build(trial, names, workloads)
+            for x in p.sends
+            if not (split and p.shape == "burst" and x.item.workload == "decode")
+        )
+
+    if depth == 1:
+        return 1
+    low, high = 2, 2
+    while sends(high) < depth and high < depth:
+        low, high = high, high * 2
+    while low < high:
+        middle = (low + high) // 2
+        if sends(middle) >= depth:
+            high = middle
+        else:
+            low = middle + 1
+    return high
 
 
 def _any(wanted: set[str] | None, *shapes: str) -> bool:
@@ -100,6 +190,8 @@ async def build_plans(
     for name in asked or []:
         if why_not[name] is not None:
             raise ConfigError("--shapes", f"{name}: {why_not[name]}; allowed here: {', '.join(can)}")
+    if cfg.sweep is not None:
+        return _sweep_plans(cfg, ctx, result, why_not)
     for name in registry.names:
         shape = registry.get(name)
         if asked is not None and name not in asked:
@@ -122,4 +214,33 @@ async def build_plans(
         result.status.append(
             ShapeStatus(shape=name, ran=True, sessions=plan.sessions, notes=plan.notes)
         )
+    return result
+
+
+def _sweep_plans(
+    cfg: RunConfig, ctx: ShapeContext, result: Plans, why_not: dict[str, str | None]
+) -> Plans:
+    """Every planned depth's fresh plans; the shapes a server cannot do are skipped, said once."""
+    asked = set(cfg.shapes) if cfg.shapes is not None else None
+    names = [n for n, why in why_not.items() if why is None and (asked is None or n in asked)]
+    result.shape_ctx, result.names, result.workloads = ctx, names, list(cfg.workloads)
+    for depth in cfg.sweep or []:
+        throughput, mixed = result.at(depth)
+        if throughput is not None:
+            result.throughput[depth] = throughput
+        result.steps[depth] = mixed
+        result.plans += [p for p in (throughput, *mixed) if p is not None]
+    for name, why in why_not.items():
+        if asked is not None and name not in asked:
+            result.status.append(ShapeStatus(shape=name, ran=False, reason="not in --shapes"))
+            continue
+        sessions = [s for p in result.plans if p.shape == name for s in p.sessions]
+        if why is not None or not sessions:
+            reason = why or f"--workloads {','.join(cfg.workloads)} leaves it no items"
+            result.status.append(ShapeStatus(shape=name, ran=False, reason=reason))
+            continue
+        notes = [] if 1 not in result.steps or name == "burst" else [
+            "sits out the depth-1 step (it is about requests sharing the server)"
+        ]
+        result.status.append(ShapeStatus(shape=name, ran=True, sessions=sessions, notes=notes))
     return result

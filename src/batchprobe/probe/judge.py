@@ -54,10 +54,17 @@ def passed(s: SessionResult) -> bool | None:
     return s.hit if s.workload == "recall" else None
 
 
-def _passed_references(baseline: ArmResult) -> dict[int, SessionResult]:
+def _is_reference(index: int, arm: ArmResult) -> bool:
+    """The baseline (the first arm), or a serial pass run for a sweep step's references."""
+    return index == 0 or arm.spec.role == "reference"
+
+
+def _passed_references(arms: list[ArmResult]) -> dict[int, SessionResult]:
     return {
         s.session: s
-        for s in baseline.sessions
+        for index, arm in enumerate(arms)
+        if _is_reference(index, arm)
+        for s in arm.sessions
         if s.ok and passed(s) and (s.situation is None or s.situation.copy_index == 0)
     }
 
@@ -167,10 +174,10 @@ def shape_failures(arms: list[ArmResult], t: Thresholds) -> list[str]:
     """Hard failures of every arm, each line naming the arm, the shape and the sessions."""
     if not arms:
         return []
-    refs = _passed_references(arms[0])
+    refs = _passed_references(arms)
     lines = []
     for index, arm in enumerate(arms):
-        for shape, failures in _arm_failures(arm, refs, t, index == 0).items():
+        for shape, failures in _arm_failures(arm, refs, t, _is_reference(index, arm)).items():
             shown = failures[:_MAX_LINES]
             more = len(failures) - len(shown)
             text = "; ".join(shown) + (f"; and {more} more" if more else "")
@@ -182,7 +189,13 @@ def unjudged(arms: list[ArmResult]) -> str | None:
     """How many self-checking items were not judged because their serial reference failed."""
     if not arms:
         return None
-    checked = [s for s in arms[0].sessions if s.ok and passed(s) is not None]
+    checked = [
+        s
+        for index, arm in enumerate(arms)
+        if _is_reference(index, arm)
+        for s in arm.sessions
+        if s.ok and passed(s) is not None
+    ]
     failed = [s for s in checked if not passed(s)]
     if not failed:
         return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from batchprobe.client.types import ErrorKind
-from batchprobe.probe.stats import distribution, union_length
+from batchprobe.probe.stats import distribution, percentile, union_length
 from batchprobe.results.models import ArmMetrics, SessionResult
 
 
@@ -37,12 +37,41 @@ def _prefill_rate(sessions: list[SessionResult]) -> float | None:
     return tokens / span if span > 0 and tokens > 0 else None
 
 
-def arm_metrics(sessions: list[SessionResult], wall_s: float) -> ArmMetrics:
+def _own_rate(s: SessionResult) -> float | None:
+    window = _decode_window(s)
+    tokens = _decode_tokens(s)
+    if window is None or window[1] <= window[0] or tokens <= 0:
+        return None
+    return tokens / (window[1] - window[0])
+
+
+def most_at_once(sessions: list[SessionResult]) -> int:
+    """The most sessions decoding at the same moment, from their decode windows."""
+    edges = sorted(
+        (t, step)
+        for s in sessions
+        if (w := _decode_window(s)) is not None and w[1] > w[0]
+        for t, step in ((w[0], 1), (w[1], -1))
+    )
+    most = current = 0
+    for _, step in edges:  # an end sorts before a start at the same instant
+        current += step
+        most = max(most, current)
+    return most
+
+
+def arm_metrics(
+    sessions: list[SessionResult], wall_s: float, *, every_shape: bool = False
+) -> ArmMetrics:
+    """Rates come from the burst wave; ``every_shape``: the latency distributions cover every
+    session (a sweep step's, whose mixed wave shares the server among all shapes)."""
     ok = [s for s in sessions if s.ok]
     recall = [s for s in ok if s.workload == "recall"]
-    # Throughput and latency come from today's wave (burst), cold; the other shapes are about
-    # correctness.
+    # Throughput and latency come from the burst wave, cold; the other shapes are about
+    # correctness. A sweep step's latencies cover its mixed wave too.
     timed = [s for s in ok if s.shape == "burst"] or ok
+    latency = ok if every_shape else timed
+    own = sorted(r for s in ok if (r := _own_rate(s)) is not None)
     decode = [s for s in timed if s.workload == "decode"]
     errors: Counter[ErrorKind] = Counter(s.error.kind for s in sessions if s.error is not None)
     cached = [s.cached_tokens for s in sessions if s.cached_tokens is not None]
@@ -60,10 +89,16 @@ def arm_metrics(sessions: list[SessionResult], wall_s: float) -> ArmMetrics:
         cached_prompt_tokens=sum(cached) if cached else None,
         decode_tokens_per_s=_rate(decode),
         recall_decode_tokens_per_s=_rate([s for s in timed if s.workload == "recall"]),
+        aggregate_decode_tokens_per_s=_rate(ok),
+        per_session_decode_tokens_per_s=percentile(own, 50) if own else None,
+        timed_shapes="all" if every_shape else "burst",
+        output_tokens_per_s=(
+            sum(s.completion_tokens or len(s.chunk_ends) for s in ok) / wall_s if wall_s > 0 else None
+        ),
         prefill_tokens_per_s=_prefill_rate([s for s in timed if s.workload == "recall"]),
-        ttft_s=distribution(t for s in timed if not s.buffered and (t := s.ttft_s) is not None),
-        itl_s=distribution(gap for s in timed if not s.buffered for gap in s.itl_s),
-        e2e_s=distribution(s.e2e_s for s in timed),
+        ttft_s=distribution(t for s in latency if not s.buffered and (t := s.ttft_s) is not None),
+        itl_s=distribution(gap for s in latency if not s.buffered for gap in s.itl_s),
+        e2e_s=distribution(s.e2e_s for s in latency),
         buffered_sessions=sum(1 for s in ok if s.buffered),
         wall_s=wall_s,
     )

@@ -13,6 +13,13 @@ MODES: tuple[Mode, ...] = ("simple", "batching")
 _ARM = re.compile(r"^(?P<name>[a-z][a-z0-9_-]*)@(?P<n>[0-9]+)$")
 
 
+def baseline_arm(managed: bool) -> ArmSpec:
+    """A sweep's serial cold baseline: its own launch in simple mode, or the URL's server."""
+    if managed:
+        return ArmSpec(name="simple@1", concurrency=1, mode="simple")
+    return ArmSpec(name="serial", concurrency=1)
+
+
 def url_arms(sessions: int) -> list[ArmSpec]:
     """The default plan for a URL: everything one at a time, then everything at once."""
     return [ArmSpec(name="serial", concurrency=1), ArmSpec(name="concurrent", concurrency=sessions)]

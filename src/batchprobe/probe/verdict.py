@@ -12,6 +12,7 @@ from batchprobe.results.models import (
     Status,
     Verdict,
 )
+from batchprobe.results.sweep import Envelope
 from batchprobe.results.thresholds import Thresholds
 
 # Failures that mean no reply could be read as the API's at all (an HTML page, a proxy's error,
@@ -57,6 +58,29 @@ def _correctness(
     return failures
 
 
+def arm_failures(arms: list[ArmResult], arm: ArmResult, t: Thresholds) -> list[str]:
+    """The correctness failures of ``arm`` (a sweep step, one of ``arms``), judged against
+    the references among ``arms`` (the first one and any serial reference pass)."""
+    prefix = f"arm {arm.spec.name}"
+    lines = _correctness(arms, [], t, recall_ok=True)
+    return [line for line in lines if line.startswith((prefix + ":", prefix + ","))]
+
+
+def _parallel_from_envelope(env: Envelope, t: Thresholds) -> tuple[bool | None, str]:
+    fastest = max(
+        (s for s in env.steps if s.speedup is not None), key=lambda s: s.speedup or 0.0, default=None
+    )
+    step = env.step(env.knee_n) if env.knee_n is not None else fastest
+    if step is None or step.speedup is None:
+        return None, "sweep: no step had a speedup to compare: parallelism not measured"
+    at = step.n
+    where = "the knee" if at == env.knee_n else "the fastest step"
+    figure = f"decode speedup {step.speedup:.2f}x at {at} in flight ({where}) over {env.baseline}"
+    if step.speedup >= t.min_speedup:
+        return True, f"parallel: {figure} (threshold {t.min_speedup:.2f}x)"
+    return False, f"not parallel: {figure}, below the {t.min_speedup:.2f}x threshold"
+
+
 def _parallel(
     arms: list[ArmResult], comparisons: list[ArmComparison], t: Thresholds
 ) -> tuple[bool | None, str]:
@@ -77,7 +101,11 @@ def _parallel(
 
 
 def decide(
-    status: Status, arms: list[ArmResult], comparisons: list[ArmComparison], t: Thresholds
+    status: Status,
+    arms: list[ArmResult],
+    comparisons: list[ArmComparison],
+    t: Thresholds,
+    envelope: Envelope | None = None,
 ) -> Verdict:
     done = [a for a in arms if a.metrics is not None]
     if not done or done[0] is not arms[0]:
@@ -119,7 +147,10 @@ def decide(
     note = unjudged(done)
     if note:
         reasons.append(note)
-    parallel, why = _parallel(done, comparisons, t)
+    if envelope is not None:
+        parallel, why = _parallel_from_envelope(envelope, t)
+    else:
+        parallel, why = _parallel(done, comparisons, t)
     reasons.append(why)
     if correct is False or parallel is False:
         outcome = Outcome.FAIL

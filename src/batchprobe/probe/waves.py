@@ -149,42 +149,81 @@ async def _send(
     ctx.on_session(arm, session)
 
 
-async def _wave(
-    client: OpenAIClient, arm: ArmResult, ctx: ArmContext, plan: ShapePlan, t0: float
-) -> WaveResult:
+async def _phases(
+    client: OpenAIClient,
+    arm: ArmResult,
+    ctx: ArmContext,
+    plan: ShapePlan,
+    wave: _Wave | None,
+    times: tuple[float, float],
+    limit: asyncio.Semaphore,
+) -> None:
+    """One plan's sends, phase after phase; ``wave`` None: a fresh one per phase."""
     serial = arm.spec.concurrency == 1
     # Serial arms are the cold references; only a concurrent repeat wave runs with the cache.
     cached = plan.prefix_cache and not serial
     sends = [Send(i) for i in plan.items] if serial else plan.sends
-    limit = asyncio.Semaphore(arm.spec.concurrency)
-    before = len(arm.sessions)
-    wave_t0 = time.perf_counter()
     for phase in sorted({s.phase for s in sends}):
         batch = [s for s in sends if s.phase == phase]
-        wave = _Wave()
+        shared = wave or _Wave()
         if serial:
             for send in batch:
-                await _send(client, arm, ctx, wave, send, (t0, wave_t0), limit, cached)
+                await _send(client, arm, ctx, shared, send, times, limit, cached)
         else:
             await asyncio.gather(
-                *(_send(client, arm, ctx, wave, s, (t0, wave_t0), limit, cached) for s in batch)
+                *(_send(client, arm, ctx, shared, s, times, limit, cached) for s in batch)
             )
-    done = arm.sessions[before:]
+
+
+def _wave_result(
+    arm: ArmResult, ctx: ArmContext, plan: ShapePlan, wall_s: float, notes: list[str]
+) -> WaveResult:
+    mine = set(plan.sessions)
+    done = [s for s in arm.sessions if s.shape == plan.shape and s.session in mine]
+    cached = plan.prefix_cache and arm.spec.concurrency > 1
     reported = [s.cached_tokens for s in done if s.cached_tokens is not None]
     return WaveResult(
         shape=plan.shape,
         sessions=plan.sessions,
         requests=len(done),
-        wall_s=round(time.perf_counter() - wave_t0, 3),
+        wall_s=round(wall_s, 3),
         prefix_cache=ctx.cache_note if cached else ctx.cold_note,
         cached_prompt_tokens=sum(reported) if reported else None,
-        notes=list(plan.notes),
+        notes=[*plan.notes, *notes],
     )
 
 
 async def run_waves(client: OpenAIClient, arm: ArmResult, ctx: ArmContext) -> float:
     """Every shape's wave in order; return the arm's wall time."""
     t0 = time.perf_counter()
+    limit = asyncio.Semaphore(arm.spec.concurrency)
     for plan in ctx.plans:
-        arm.waves.append(await _wave(client, arm, ctx, plan, t0))
+        wave_t0 = time.perf_counter()
+        await _phases(client, arm, ctx, plan, None, (t0, wave_t0), limit)
+        arm.waves.append(_wave_result(arm, ctx, plan, time.perf_counter() - wave_t0, []))
     return time.perf_counter() - t0
+
+
+async def run_mixed_wave(
+    client: OpenAIClient, arm: ArmResult, ctx: ArmContext, t0: float | None = None
+) -> float:
+    """A sweep step: every shape's sends in one wave, at most ``concurrency`` in flight.
+
+    Each shape keeps its own phases and triggers; every request's situation counts the whole
+    step in flight, so a joiner joins whatever the other shapes are decoding. Session times
+    are relative to ``t0`` (the step's start; default now). Returns the wave's wall time.
+    """
+    started = time.perf_counter()
+    t0 = started if t0 is None else t0
+    limit = asyncio.Semaphore(arm.spec.concurrency)
+    wave = _Wave()
+
+    async def one(plan: ShapePlan) -> float:
+        await _phases(client, arm, ctx, plan, wave, (t0, started), limit)
+        return time.perf_counter() - started
+
+    walls = await asyncio.gather(*(one(plan) for plan in ctx.plans))
+    note = [f"mixed with every other shape at {arm.spec.concurrency} in flight"]
+    for plan, wall in zip(ctx.plans, walls):
+        arm.waves.append(_wave_result(arm, ctx, plan, wall, note if len(ctx.plans) > 1 else []))
+    return time.perf_counter() - started

@@ -1,8 +1,9 @@
 """The HTML report's plots: matplotlib (Agg) figures as inline SVG, one builder per figure.
 
 Each builder takes the typed report and returns a :class:`Figure`, or None when the report has
-nothing for it to show. A later figure (the sweep's envelope: throughput per N with the
-correctness boundary) is one more builder in ``FIGURE_BUILDERS``.
+nothing for it to show. The sweep's envelope (throughput and latency per N with the
+correctness boundary) is the last builder in ``FIGURE_BUILDERS``; the page shows it in its
+own section, beside the table of steps.
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from matplotlib.axes import Axes
 # A bare Figure draws with the Agg/SVG canvases directly: no pyplot, no global backend or
 # figure manager to set up or leak.
 from matplotlib.figure import Figure as MplFigure
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
 from batchprobe.results.checks import arm_correct, run_checks
 from batchprobe.results.models import ArmMetrics, ArmResult, Distribution, Report
+from batchprobe.results.sweep import Envelope, SweepStep
 
 _COLOURS = {True: "#2e7d32", False: "#c62828", None: "#9e9e9e"}
 _PERCENTILES = (("p50", "#1565c0"), ("p90", "#42a5f5"), ("p99", "#90caf9"))
@@ -50,15 +53,27 @@ def _arm_labels(arms: list[ArmResult]) -> list[str]:
     return [f"{a.spec.name}" for a in arms]
 
 
-def _axes(unit: str) -> tuple[MplFigure, Axes]:
+_CROWDED = 5  # more arms than this (a sweep's steps): slanted labels, smaller bar values
+
+
+def _axes(unit: str, bars: int = 0) -> tuple[MplFigure, Axes]:
     # One small figure per plot: the page puts two in a row on a desktop, one on a phone,
     # so the text stays legible at either width.
     fig = MplFigure(figsize=(4.6, 3.0))
     ax = fig.subplots()
     ax.set_ylabel(unit, fontsize=9)  # the page gives the title
-    ax.tick_params(axis="x", labelsize=9, rotation=15)
+    crowded = bars > _CROWDED
+    ax.tick_params(axis="x", labelsize=8.5 if crowded else 9, rotation=40 if crowded else 15)
     ax.tick_params(axis="y", labelsize=9)
     return fig, ax
+
+
+def _slant(ax: Axes, bars: int) -> None:
+    """Anchor slanted tick labels at their right end, under their bar (set after the ticks)."""
+    if bars > _CROWDED:
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
+            label.set_rotation_mode("anchor")
 
 
 def _throughput(report: Report, key: str, title: str, unit: str,
@@ -69,13 +84,16 @@ def _throughput(report: Report, key: str, title: str, unit: str,
         return None
     checks = run_checks(report)
     correct = [arm_correct(checks, a.spec.name) for a in arms]
-    fig, ax = _axes(unit)
+    fig, ax = _axes(unit, len(arms))
     bars = ax.bar(_arm_labels(arms), [v or 0.0 for v in values],
                   color=[_COLOURS[c] for c in correct])
+    _slant(ax, len(arms))
+    crowded = len(arms) > _CROWDED
     for bar, value in zip(bars, values):
-        text = "no data" if value is None else f"{value:.1f}"
+        text = "no data" if value is None else f"{value:.0f}" if crowded else f"{value:.1f}"
         ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                    ha="center", va="bottom", fontsize=9)
+                    ha="center", va="bottom", fontsize=7 if crowded else 9,
+                    rotation=90 if crowded and value is not None and value >= 1000 else 0)
     ax.margins(y=0.15)
     wrong = [a.spec.name for a, c in zip(arms, correct) if c is False]
     boundary = (f"answers went wrong in {', '.join(wrong)} (red)" if wrong
@@ -99,7 +117,7 @@ def _latency(report: Report, key: str, title: str,
     arms = [a for a in report.arms if a.metrics is not None and get(a.metrics) is not None]
     if not arms:
         return None
-    fig, ax = _axes("ms")
+    fig, ax = _axes("ms", len(arms))
     width = 0.8 / len(_PERCENTILES)
     for i, (pct, colour) in enumerate(_PERCENTILES):
         values = []
@@ -109,7 +127,11 @@ def _latency(report: Report, key: str, title: str,
         ax.bar([x + (i - 1) * width for x in range(len(arms))], values, width=width,
                color=colour, label=pct)
     ax.set_xticks(range(len(arms)), _arm_labels(arms))
-    ax.legend(fontsize=8)
+    _slant(ax, len(arms))
+    ax.margins(y=0.12)
+    # Above the bars, in one row: a corner legend would hide the first arm's bars.
+    ax.legend(fontsize=8, ncols=3, loc="lower center", bbox_to_anchor=(0.5, 1.0),
+              frameon=False)
     return Figure(key, f"{title} per arm", _svg(fig), "p50, p90 and p99 over the arm's sessions.")
 
 
@@ -121,11 +143,168 @@ def itl_figure(report: Report) -> Figure | None:
     return _latency(report, "plot-itl", "Inter-token latency", lambda m: m.itl_s)
 
 
+ENVELOPE_KEY = "plot-envelope"
+_TTFT, _ITL, _LOAD, _KNEE, _CAP = "#6a1b9a", "#ef6c00", "#455a64", "#1565c0", "#00838f"
+
+
+def _step_latency(report: Report, step: SweepStep, which: str) -> float | None:
+    arm = report.arm(step.arm)
+    dist = getattr(arm.metrics, which) if arm is not None and arm.metrics is not None else None
+    return None if dist is None else float(dist.p99) * 1000
+
+
+def _mark_n(ax: Axes, n: int, colour: str, style: str, text: str, height: float,
+            left: bool = False) -> None:
+    """A vertical line at ``n``, labelled at ``height`` (axes fraction), right (or left) of it."""
+    ax.axvline(n, color=colour, linestyle=style, linewidth=1.2, zorder=1)
+    top = height > 0.5
+    ax.annotate(text, (n, height), xycoords=("data", "axes fraction"),
+                xytext=(-3 if left else 3, 0), textcoords="offset points", fontsize=8,
+                color=colour, ha="right" if left else "left", va="top" if top else "bottom",
+                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85})
+
+
+def _plain(value: float, _pos: object = None) -> str:
+    return f"{value:g}"
+
+
+def _plain_log(ax: Axes) -> None:
+    """A log y axis labelled 5, 10, 20, 50 ... (not 10^1): one reads milliseconds off it."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(FuncFormatter(_plain))
+
+
+def _regions(ax: Axes, env: Envelope, low: float, high: float) -> None:
+    """Correct region green, failing region red (from the first failing N on)."""
+    if env.largest_correct_n is not None:
+        ax.axvspan(low, env.largest_correct_n, color=_COLOURS[True], alpha=0.08, zorder=0)
+    if env.first_failing_n is not None:
+        ax.axvspan(env.first_failing_n, high, color=_COLOURS[False], alpha=0.10, zorder=0)
+        ax.axvline(env.first_failing_n, color=_COLOURS[False], linewidth=1.6, zorder=1)
+
+
+def _throughput_panel(ax: Axes, env: Envelope, steps: list[SweepStep]) -> None:
+    ns = [s.n for s in steps]
+    rates = [s.decode_tokens_per_s for s in steps]
+    ax.plot([n for n, r in zip(ns, rates) if r is not None], [r for r in rates if r is not None],
+            color="#424242", linewidth=1.2, zorder=2)
+    for step in steps:
+        if step.decode_tokens_per_s is None:
+            continue
+        colour = _COLOURS[step.correct]
+        if step.kind == "bisect":  # hollow diamonds: a depth the bisection added
+            ax.scatter([step.n], [step.decode_tokens_per_s], marker="D", s=42, zorder=3,
+                       facecolors="white", edgecolors=colour, linewidths=1.8)
+        else:
+            ax.scatter([step.n], [step.decode_tokens_per_s], marker="o", s=42, zorder=3,
+                       color=colour)
+    if env.baseline_decode_tokens_per_s is not None:
+        ax.axhline(env.baseline_decode_tokens_per_s, color="#757575", linestyle="--",
+                   linewidth=1)
+        ax.annotate(f"serial baseline {env.baseline_decode_tokens_per_s:.0f}",
+                    (0.99, env.baseline_decode_tokens_per_s),
+                    xycoords=("axes fraction", "data"), xytext=(0, -3),
+                    textcoords="offset points", fontsize=8, color="#616161", ha="right",
+                    va="top")
+    ax.set_ylabel("agg decode tok/s", fontsize=9)
+    ax.set_ylim(bottom=0)
+    ax.margins(y=0.25)
+
+
+def _latency_panel(ax: Axes, report: Report, steps: list[SweepStep]) -> None:
+    for which, label, colour, marker in (("ttft_s", "TTFT p99", _TTFT, "s"),
+                                         ("itl_s", "ITL p99", _ITL, "^")):
+        points = [(s.n, v) for s in steps if (v := _step_latency(report, s, which)) is not None]
+        if points:
+            ax.plot([n for n, _ in points], [v for _, v in points], color=colour,
+                    marker=marker, markersize=5, linewidth=1.2, label=label, zorder=3)
+    if ax.lines:
+        _plain_log(ax)
+        ax.margins(y=0.15)
+        ax.legend(fontsize=8, loc="best", framealpha=0.85)
+    ax.set_ylabel("ms (log)", fontsize=9)
+
+
+def _load_panel(ax: Axes, steps: list[SweepStep]) -> bool:
+    loaded = [s for s in steps if s.server_load is not None]
+    ns = [s.n for s in steps]
+    ax.plot(ns, ns, color="#bdbdbd", linestyle=":", linewidth=1, label="N sent")
+    ax.plot(ns, [s.client_overlap_max for s in steps], color="#8d6e63", marker="x",
+            markersize=5, linewidth=1, label="client overlap max")
+    if loaded:
+        ax.plot([s.n for s in loaded], [s.server_load.running_max for s in loaded
+                                        if s.server_load is not None],
+                color=_LOAD, marker="o", markersize=4, linewidth=1.2, label="server running max")
+    ax.set_yscale("log", base=2)
+    # Powers of two only: 5 and 6 beside 4 and 8 would crowd the narrow panel.
+    ticks = [2**i for i in range(max(ns).bit_length()) if 2**i <= max(ns)]
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(FuncFormatter(_plain))
+    ax.set_ylabel("in flight", fontsize=9)
+    ax.legend(fontsize=7.5, loc="upper left", framealpha=0.85)
+    return bool(loaded)
+
+
+def envelope_figure(report: Report) -> Figure | None:
+    env = report.envelope
+    steps = sorted(env.steps, key=lambda s: s.n) if env is not None else []
+    if env is None or not steps:
+        return None
+    # Narrow enough that a phone shows its text legibly (like the other plots), tall enough
+    # for three panels; the page centres it at a bounded width on a desktop.
+    fig = MplFigure(figsize=(4.8, 6.2))
+    top, mid, low = fig.subplots(3, 1, sharex=True, height_ratios=(3, 2.2, 1.6))
+    ns = [s.n for s in steps]
+    left, right = min(ns) / 1.3, max(ns) * 1.3
+    _throughput_panel(top, env, steps)
+    _latency_panel(mid, report, steps)
+    has_load = _load_panel(low, steps)
+    for ax in (top, mid, low):
+        ax.set_xscale("log", base=2)
+        ax.set_xlim(left, right)
+        _regions(ax, env, left, right)
+        ax.tick_params(labelsize=8.5)
+        ax.grid(True, which="major", axis="y", color="#eeeeee", linewidth=0.8)
+    low.set_xticks(ns, [str(n) for n in ns])
+    low.minorticks_off()
+    low.set_xlabel("N: requests in flight (log2)", fontsize=9)
+    if env.knee_n is not None:
+        _mark_n(top, env.knee_n, _KNEE, ":", f"knee {env.knee_n}", 0.12)
+    if env.engine_cap is not None:
+        _mark_n(low, env.engine_cap, _CAP, "-.", f"engine cap {env.engine_cap}", 0.02)
+        if env.engine_cap != env.knee_n:
+            top.axvline(env.engine_cap, color=_CAP, linestyle="-.", linewidth=1, zorder=1)
+    if env.first_failing_n is not None:
+        pinned = " (pinned)" if env.threshold_pinned else ""
+        _mark_n(top, env.first_failing_n, _COLOURS[False], "-",
+                f"first failing N={env.first_failing_n}{pinned}", 0.02, left=True)
+    fig.align_ylabels([top, mid, low])
+    fig.tight_layout(h_pad=0.6)
+    parts = ["Aggregate decode tok/s per N (filled circles: sweep steps, hollow diamonds: "
+             "bisection steps; green correct, red wrong, grey not judged), the serial "
+             "baseline dashed; TTFT and ITL p99 of each step's sessions; what was in flight"
+             + (" (the server's running gauge)" if has_load else "") + "."]
+    if env.first_failing_n is not None:
+        parts.append(f"Red from N={env.first_failing_n}: the first depth with wrong answers"
+                     + (" (pinned by bisection)." if env.threshold_pinned else "."))
+    elif env.largest_correct_n is not None:
+        parts.append(f"Every step answered correctly up to N={env.largest_correct_n} (green).")
+    if env.knee_n is not None:
+        parts.append(f"Knee at N={env.knee_n}.")
+    if env.engine_cap is not None:
+        parts.append(f"The server ran at most {env.engine_cap} at once (engine cap).")
+    return Figure(ENVELOPE_KEY, "Capacity envelope per N", _svg(fig), " ".join(parts))
+
+
 FIGURE_BUILDERS: tuple[Callable[[Report], Figure | None], ...] = (
     decode_figure,
     prefill_figure,
     ttft_figure,
     itl_figure,
+    envelope_figure,
 )
 
 

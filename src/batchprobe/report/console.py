@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from batchprobe.report._cells import ARM_COLUMNS, arm_cells
+from batchprobe.report._envelope import CONSOLE_COLUMNS, console_cells, envelope_facts
 from batchprobe.report.compare import RunsComparison
 from batchprobe.results.models import Outcome, Report
 
@@ -30,10 +31,37 @@ def summary_table(report: Report) -> Table:
     return table
 
 
+def envelope_table(report: Report) -> Table | None:
+    """The sweep's steps, compact: where throughput, latency and correctness bend."""
+    env = report.envelope
+    if env is None or not env.steps:
+        return None
+    table = Table(title="sweep envelope")
+    for column in CONSOLE_COLUMNS:
+        table.add_column(column, justify="left" if column in ("kind", "correct") else "right",
+                         overflow="ellipsis", max_width=44 if column == "correct" else None)
+    for step in env.steps:
+        style = "red" if step.correct is False else None
+        table.add_row(*map(escape, console_cells(report, step)), style=style)
+    return table
+
+
+def _print_envelope(console: Console, report: Report) -> None:
+    table = envelope_table(report)
+    if table is None:
+        return
+    console.print(table)
+    for fact in envelope_facts(report):
+        console.print(f"  {escape(fact.label)}: [bold]{escape(fact.value)}[/]", overflow="fold")
+    for note in report.envelope.notes if report.envelope else []:
+        console.print(f"  [yellow]note:[/] {escape(note)}")
+
+
 def print_summary(console: Console, report: Report, output: str | None = None) -> None:
     """What `batchprobe run` prints at the end; ``output`` is the verdict file's path."""
     if report.arms:
         console.print(summary_table(report))
+    _print_envelope(console, report)
     v = report.verdict
     colour = {Outcome.PASS: "green", Outcome.FAIL: "red"}.get(v.outcome, "yellow")
     console.print(

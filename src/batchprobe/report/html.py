@@ -7,6 +7,13 @@ from dataclasses import dataclass
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from batchprobe.report._cells import ARM_COLUMNS, arm_cells, headline, subject
+from batchprobe.report._envelope import (
+    STEP_COLUMNS,
+    correct_mark,
+    envelope_facts,
+    load_sources,
+    step_cells,
+)
 from batchprobe.report._error import run_error
 from batchprobe.report.compare import RunsComparison
 from batchprobe.results.checks import run_checks
@@ -77,6 +84,88 @@ def session_grid(report: Report) -> list[GridRow]:
             for k in order]
 
 
+@dataclass(frozen=True)
+class GridGroup:
+    title: str | None  # a sweep step (or the rest); None: the plain grid of arms
+    css: str  # the step's correctness colour class
+    rows: list[GridRow]
+
+
+@dataclass(frozen=True)
+class Grid:
+    columns: list[str]
+    groups: list[GridGroup]
+
+    @property
+    def rows(self) -> int:
+        return sum(len(g.rows) for g in self.groups)
+
+
+_STEP_CSS = {True: "hit", False: "error", None: "none"}
+
+
+def _sweep_grid(report: Report) -> Grid:
+    """A sweep's grid: one group of rows per step (its items), not one column per step.
+
+    Each step runs its own items, so a column per step would be mostly "not run". Instead the
+    columns are each item's serial reference (the baseline's session, or the bisection's
+    reference pass's) and the step's; every session of every arm still has its cell. Where
+    two reference arms hold the same item, each keeps its own column.
+    """
+    env = report.envelope
+    assert env is not None
+    by_arm = {a.spec.name: {_key(s): s for s in a.sessions} for a in report.arms}
+    sources = [a.spec.name for a in report.arms if a.spec.role != "step"]
+    merged = len(sources) > 1 and sum(len(by_arm[a]) for a in sources) == len(
+        {k for a in sources for k in by_arm[a]})
+    order = {w: i for i, w in enumerate(report.config.workloads)}
+
+    def sort(keys: set[_Key]) -> list[_Key]:
+        return sorted(keys, key=lambda k: (order.get(k[0], 99), k[1], k[2]))
+
+    def reference_cells(k: _Key) -> list[Cell]:
+        if merged:
+            arm = next((a for a in sources if k in by_arm[a]), None)
+            return [_cell(report, arm, by_arm[arm][k]) if arm else _cell(report, "", None)]
+        return [_cell(report, a, by_arm[a].get(k)) for a in sources]
+
+    groups: list[GridGroup] = []
+    in_steps: set[_Key] = set()
+    titled: list[tuple[str, str, str]] = []  # (arm, group title, css)
+    for step in sorted(env.steps, key=lambda s: s.n):
+        kind = " · bisect" if step.kind == "bisect" else ""
+        titled.append((step.arm, f"{step.arm} · N={step.n}{kind} · {correct_mark(step)}",
+                       _STEP_CSS[step.correct]))
+    judged = {s.arm for s in env.steps}
+    # A step arm the envelope has no step for (the run stopped during it) keeps its sessions.
+    titled += [(a.spec.name, f"{a.spec.name} · N={a.spec.concurrency} · not judged", "none")
+               for a in report.arms if a.spec.role == "step" and a.spec.name not in judged]
+    for arm, title, css in titled:
+        sessions = by_arm.get(arm, {})
+        in_steps |= set(sessions)
+        rows = [GridRow(k[0], k[1], k[2], sessions[k].shape,
+                        [*reference_cells(k), _cell(report, arm, sessions[k])])
+                for k in sort(set(sessions))]
+        groups.append(GridGroup(title, css, rows))
+    rest = {k for a in sources for k in by_arm[a]} - in_steps
+    if rest:
+        rows = []
+        for k in sort(rest):
+            first = next(s for a in sources if (s := by_arm[a].get(k)))
+            rows.append(GridRow(k[0], k[1], k[2], first.shape,
+                                [*reference_cells(k), Cell("none", "not run", None, None)]))
+        groups.append(GridGroup("in no step", "none", rows))
+    columns = ["serial reference"] if merged else sources
+    return Grid([*columns, "the step"], groups)
+
+
+def grid(report: Report) -> Grid:
+    """The page's sessions grid: arms as columns, or, for a sweep, steps as groups of rows."""
+    if report.envelope is not None and any(a.spec.role == "step" for a in report.arms):
+        return _sweep_grid(report)
+    return Grid([a.spec.name for a in report.arms], [GridGroup(None, "", session_grid(report))])
+
+
 def _environment() -> Environment:
     return Environment(
         loader=PackageLoader("batchprobe.report", "templates"),
@@ -89,17 +178,24 @@ def _environment() -> Environment:
 
 def render_html(report: Report) -> str:
     # matplotlib is imported only when a page is drawn: `batchprobe run` stays quick to start.
-    from batchprobe.report._plots import figures
+    from batchprobe.report._plots import ENVELOPE_KEY, figures
 
     message, traceback = run_error(report)
+    drawn = figures(report)
+    env = report.envelope
     return _environment().get_template("report.html.j2").render(
         report=report,
         headline=headline(report),
         subject=subject(report),
         columns=ARM_COLUMNS,
         rows=[arm_cells(report, a) for a in report.arms],
-        figures=figures(report),
-        grid=session_grid(report),
+        figures=[f for f in drawn if f.key != ENVELOPE_KEY],
+        envelope_figure=next((f for f in drawn if f.key == ENVELOPE_KEY), None),
+        envelope_facts=envelope_facts(report),
+        step_columns=STEP_COLUMNS,
+        steps=[(s, step_cells(report, s)) for s in env.steps] if env else [],
+        load_sources=load_sources(env) if env else [],
+        grid=grid(report),
         checks=run_checks(report),
         error_message=message,
         error_traceback=traceback,

@@ -1,4 +1,8 @@
-"""JUnit XML: one test case per check, so any CI lists batchprobe's results natively."""
+"""JUnit XML: one test case per check, so any CI lists batchprobe's results natively.
+
+A sweep adds one test case per step (``batchprobe.envelope.sweep@N``): it fails with the
+step's reasons when the step answered wrongly, and is skipped when it was not judged.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +12,35 @@ from batchprobe.report._cells import headline, subject
 from batchprobe.report._error import run_error
 from batchprobe.results.checks import CheckStatus, run_checks
 from batchprobe.results.models import Report
+from batchprobe.results.sweep import SweepStep
+
+
+def _step_case(suite: ET.Element, step: SweepStep) -> None:
+    case = ET.SubElement(suite, "testcase", classname="batchprobe.envelope", name=step.arm,
+                         time=f"{step.wall_s:.3f}")
+    reasons = "\n".join(step.reasons)
+    if step.correct is False:
+        first = step.reasons[0] if step.reasons else f"wrong answers at N={step.n}"
+        ET.SubElement(case, "failure", message=first, type="sweep_step").text = (
+            reasons or first)
+    elif step.correct is None:
+        ET.SubElement(case, "skipped", message=reasons or f"N={step.n} was not judged")
+    else:
+        rate = ("" if step.decode_tokens_per_s is None
+                else f", {step.decode_tokens_per_s:.1f} tok/s aggregate")
+        ET.SubElement(case, "system-out").text = (
+            f"N={step.n} ({step.kind}): {step.requests} requests, {step.errors} errors, "
+            f"answers correct{rate}")
 
 
 def render_junit(report: Report) -> str:
     checks = run_checks(report)
-    failed = sum(c.status is CheckStatus.FAILED for c in checks)
-    skipped = sum(c.status is CheckStatus.SKIPPED for c in checks)
-    counts = {"tests": str(len(checks)), "failures": str(failed), "errors": "0",
+    steps = report.envelope.steps if report.envelope else []
+    failed = (sum(c.status is CheckStatus.FAILED for c in checks)
+              + sum(s.correct is False for s in steps))
+    skipped = (sum(c.status is CheckStatus.SKIPPED for c in checks)
+               + sum(s.correct is None for s in steps))
+    counts = {"tests": str(len(checks) + len(steps)), "failures": str(failed), "errors": "0",
               "skipped": str(skipped)}
     suites = ET.Element("testsuites", {"name": "batchprobe", **counts})
     suite = ET.SubElement(suites, "testsuite", {"name": f"batchprobe {subject(report)}",
@@ -34,6 +60,8 @@ def render_junit(report: Report) -> str:
             ET.SubElement(case, "skipped", message=check.message)
         else:
             ET.SubElement(case, "system-out").text = check.message
+    for step in steps:
+        _step_case(suite, step)
     message, traceback = run_error(report)
     out = [headline(report), *report.verdict.reasons, *report.warnings]
     if message:

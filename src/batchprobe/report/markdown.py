@@ -6,6 +6,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from batchprobe.report._cells import ARM_COLUMNS, arm_cells, headline, subject
+from batchprobe.report._envelope import (
+    STEP_COLUMNS,
+    envelope_facts,
+    load_sources,
+    step_cells,
+    truncate,
+)
 from batchprobe.report._error import run_error
 from batchprobe.report.compare import RunsComparison
 from batchprobe.results.models import Outcome, Report
@@ -31,11 +38,32 @@ def _code(text: str) -> list[str]:
     return [fence, text.rstrip("\n"), fence]
 
 
+_DETAIL_CHARS = 240
+
+
+def _envelope(report: Report) -> list[str]:
+    env = report.envelope
+    if env is None:
+        return []
+    lines = ["", "### Envelope", ""]
+    for fact in envelope_facts(report):
+        detail = f": {_cell(truncate(fact.detail, _DETAIL_CHARS))}" if fact.detail else ""
+        lines.append(f"- {fact.label}: **{_cell(fact.value)}**{detail}")
+    lines += [f"- note: {_cell(note)}" for note in env.notes]
+    if env.steps:
+        lines += ["", *_table(STEP_COLUMNS, (step_cells(report, s) for s in env.steps))]
+        sources = load_sources(env)
+        if sources:
+            lines += ["", f"Server load from {_cell(', '.join(sources))}."]
+    return lines
+
+
 def render_markdown(report: Report) -> str:
     v = report.verdict
     lines = [f"## {_ICON[v.outcome]} batchprobe: {headline(report)}", "",
              f"`{_cell(subject(report))}` · run `{report.run_id}`", ""]
     lines += [f"- {_cell(reason)}" for reason in v.reasons]
+    lines += _envelope(report)
     if report.arms:
         lines += ["", *_table(ARM_COLUMNS, (arm_cells(report, a) for a in report.arms))]
     if report.diagnoses:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from enum import Enum
 from typing import Literal
 
@@ -11,9 +12,12 @@ from yarl import URL
 from batchprobe.client.types import ErrorKind, RequestError, chunk_texts
 from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.shapes import SelfCheck, ShapeStatus, Situation, WaveResult
+from batchprobe.results.sweep import Envelope
 from batchprobe.results.thresholds import Thresholds
 
-SCHEMA_VERSION: Literal["2.0"] = "2.0"
+SCHEMA_VERSION: Literal["2.1"] = "2.1"
+MAX_DEPTH = 1024
+MIN_TIME_BUDGET_S = 30.0
 # Seeds travel in JSON request bodies and engines read them as signed 64-bit integers.
 MAX_SEED = 2**63 - 1
 
@@ -67,6 +71,11 @@ class ArmSpec(_Model):
     prefix_cache: bool = Field(
         default=False,
         description="A managed engine launched with its default prefix cache (for the repeat wave).",
+    )
+    role: Literal["arm", "step", "reference"] = Field(
+        default="arm",
+        description="arm: a planned arm; step: a sweep step (all its shapes in one wave); "
+        "reference: a serial pass whose sessions are references, like the baseline's.",
     )
 
 
@@ -175,6 +184,22 @@ class ArmMetrics(_Model):
         description="decode workload: tokens after each first token / union of decode windows",
     )
     recall_decode_tokens_per_s: float | None = None
+    aggregate_decode_tokens_per_s: float | None = Field(
+        default=None,
+        description="every session of every shape: tokens after each first / union of windows",
+    )
+    per_session_decode_tokens_per_s: float | None = Field(
+        default=None, description="median of each session's own decode rate (every shape)"
+    )
+    output_tokens_per_s: float | None = Field(
+        default=None, description="completion tokens / wall_s: everything the arm generated, all in"
+    )
+    timed_shapes: Literal["burst", "all"] = Field(
+        default="burst",
+        description="Which sessions the TTFT/ITL/e2e distributions cover: the burst wave "
+        "(arms), or every shape (sweep steps, whose mixed wave shares the server). Decode and "
+        "prefill rates always come from the burst.",
+    )
     prefill_tokens_per_s: float | None = Field(
         default=None, description="recall workload: prompt tokens / union of prefill windows"
     )
@@ -294,6 +319,32 @@ class RunConfig(_Model):
         ),
     )
     arms: list[ArmSpec] = Field(default_factory=list)
+    sweep: list[int] | None = Field(
+        default=None,
+        description="The sweep's depths, in order (None: no sweep). Each step runs every shape "
+        "in one wave at that many requests in flight, on one engine launch.",
+    )
+    sweep_auto: bool = Field(
+        default=False,
+        description="--sweep auto: the knee may stop the sweep once it is past 2 x --sessions.",
+    )
+    max_sessions: int | None = Field(
+        default=None, ge=1, le=1024, description="--sweep auto doubles up to this (default 4 x --sessions)."
+    )
+    slo_ttft_p99_s: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="A step whose TTFT p99 exceeds this breaks the SLO."
+    )
+    slo_itl_p99_s: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="A step whose ITL p99 exceeds this breaks the SLO."
+    )
+    time_budget_s: float | None = Field(
+        default=None,
+        ge=MIN_TIME_BUDGET_S,
+        allow_inf_nan=False,
+        description="Seconds the sweep may take; a step that would not fit is not started. One "
+        f"step needs a warm-up, its wave and its liveness check: under {MIN_TIME_BUDGET_S:.0f} s "
+        "none fits.",
+    )
     thresholds: Thresholds = Field(default_factory=Thresholds)
     patches: list[str] = Field(default_factory=list)
     logprobs: bool = Field(default=False, description="Ask for chosen-token logprobs.")
@@ -332,6 +383,21 @@ class RunConfig(_Model):
             raise ValueError(f"{value!r}: the port must be 1-65535")
         return value.strip()
 
+    @field_validator("sweep")
+    @classmethod
+    def _increasing_depths(cls, sweep: list[int] | None) -> list[int] | None:
+        if sweep is None:
+            return None
+        if not sweep:
+            raise ValueError("give at least one depth, e.g. 1,2,4,8,16, or auto")
+        for n in sweep:
+            if not 1 <= n <= MAX_DEPTH:
+                raise ValueError(f"{n} is not a depth: each must be 1-{MAX_DEPTH}")
+        for low, high in itertools.pairwise(sweep):
+            if high <= low:
+                raise ValueError(f"depths must increase: {high} comes after {low}")
+        return sweep
+
     @field_validator("arms")
     @classmethod
     def _arms_fit_sessions(cls, arms: list[ArmSpec], info: ValidationInfo) -> list[ArmSpec]:
@@ -367,7 +433,7 @@ class RunError(_Model):
 class Report(_Model):
     """The verdict file."""
 
-    schema_version: Literal["2.0"] = SCHEMA_VERSION
+    schema_version: Literal["2.1"] = SCHEMA_VERSION
     run_id: str = Field(description="The run nonce planted in every prompt.")
     status: Status = Status.RUNNING
     started_at: str
@@ -384,6 +450,7 @@ class Report(_Model):
     )
     warnings: list[str] = Field(default_factory=list)
     error: RunError | None = Field(default=None, description="Why the run stopped early.")
+    envelope: Envelope | None = Field(default=None, description="The sweep's findings, if it ran.")
     log_tail: str | None = Field(default=None, description="Engine log tail when it failed.")
 
     def arm(self, name: str) -> ArmResult | None:

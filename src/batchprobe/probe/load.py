@@ -1,0 +1,139 @@
+"""Evidence that the server really batched: what it says it runs, and the engine's memory.
+
+While a sweep step runs, a sampler asks the server every ``interval`` seconds how many
+requests it is running and how many wait: Prometheus gauges on ``/metrics`` (llama.cpp with
+``--metrics``, vLLM, SGLang), else llama.cpp's ``/slots``. It has its own connection pool,
+so it never takes a connection from the measured requests. For a managed engine it also
+samples the resident memory of the engine's process group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+
+from pydantic import JsonValue
+from typing_extensions import Self
+
+from batchprobe.client import OpenAIClient, Timeouts
+from batchprobe.errors import EngineError
+from batchprobe.processes import group_rss_bytes
+from batchprobe.results.sweep import ServerLoad
+
+# (what to call the source, the running gauge, the waiting gauge)
+GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("llama.cpp /metrics", "llamacpp:requests_processing", "llamacpp:requests_deferred"),
+    ("vLLM /metrics", "vllm:num_requests_running", "vllm:num_requests_waiting"),
+    ("SGLang /metrics", "sglang:num_running_reqs", "sglang:num_queue_reqs"),
+)
+SLOTS = "llama.cpp /slots"
+INTERVAL_S = 0.1
+_MB = 1024 * 1024
+
+
+def _gauge(text: str, name: str) -> float | None:
+    """The sum of a gauge's samples over its label sets; None when it is not there."""
+    values = []
+    for line in text.splitlines():
+        if line.startswith(name) and line[len(name) : len(name) + 1] in ("{", " "):
+            try:
+                values.append(float(line.rsplit(None, 1)[-1]))
+            except ValueError:
+                continue
+    return sum(values) if values else None
+
+
+def read_gauges(text: str) -> tuple[str, int, int | None] | None:
+    """(source, running, waiting) from a Prometheus text page, for the first engine it names."""
+    for source, running, waiting in GAUGES:
+        value = _gauge(text, running)
+        if value is not None:
+            queued = _gauge(text, waiting)
+            return source, round(value), None if queued is None else round(queued)
+    return None
+
+
+def read_slots(reply: JsonValue) -> int | None:
+    """Slots processing a request, from llama.cpp's ``/slots``."""
+    if not isinstance(reply, list) or not reply:
+        return None
+    busy = 0
+    for slot in reply:
+        if not isinstance(slot, dict):
+            return None
+        processing = slot.get("is_processing")
+        if processing is None:  # older builds: state 0 is idle
+            processing = slot.get("state") not in (0, None)
+        busy += bool(processing)
+    return busy
+
+
+@dataclass
+class LoadSampler:
+    """Samples while its block runs; ``server_load()`` and ``rss_peak_mb`` afterwards."""
+
+    base_url: str
+    pgid: int | None = None
+    interval: float = INTERVAL_S
+    source: str | None = None
+    running: list[int] = field(default_factory=list)
+    waiting: list[int] = field(default_factory=list)
+    rss_peak_mb: float | None = None
+    _task: asyncio.Task[None] | None = None
+    _probe_server: bool = True
+
+    async def __aenter__(self) -> Self:
+        self._task = asyncio.create_task(self._loop())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    def server_load(self) -> ServerLoad | None:
+        if self.source is None or not self.running:
+            return None
+        return ServerLoad(
+            source=self.source,
+            samples=len(self.running),
+            running_max=max(self.running),
+            running_mean=round(sum(self.running) / len(self.running), 2),
+            waiting_max=max(self.waiting) if self.waiting else None,
+        )
+
+    async def _loop(self) -> None:
+        timeouts = Timeouts(total=max(self.interval * 8, 2.0))
+        async with OpenAIClient(self.base_url, timeouts=timeouts) as client:
+            while True:
+                if self._probe_server:
+                    await self._sample_server(client)
+                if self.pgid is not None:
+                    rss = await asyncio.to_thread(group_rss_bytes, self.pgid)
+                    if rss is not None:
+                        self.rss_peak_mb = max(self.rss_peak_mb or 0.0, round(rss / _MB, 1))
+                await asyncio.sleep(self.interval)
+
+    async def _sample_server(self, client: OpenAIClient) -> None:
+        try:
+            if self.source in (None, *(g[0] for g in GAUGES)):
+                page = await client.get_text("/metrics")
+                found = read_gauges(page) if page is not None else None
+                if found is not None:
+                    self.source, running, waiting = found
+                    self.running.append(running)
+                    if waiting is not None:
+                        self.waiting.append(waiting)
+                    return
+            if self.source in (None, SLOTS):
+                busy = read_slots(await client.get_json("/slots"))
+                if busy is not None:
+                    self.source = SLOTS
+                    self.running.append(busy)
+                    return
+        except EngineError:
+            return  # a missed sample (a dropped connection): the next one may land
+        if self.source is None:
+            self._probe_server = False  # the server reports neither: the client's view it is

@@ -1,0 +1,148 @@
+"""The sweep's envelope as text, shared by the console, markdown, HTML and JUnit renderers.
+
+Every value is a field of the typed report (``report.envelope``, each step's arm metrics);
+nothing is recomputed here, only formatted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from batchprobe.results.models import Distribution, Report
+from batchprobe.results.sweep import Envelope, SweepStep
+
+STEP_COLUMNS = ("N", "kind", "correct", "requests", "errors", "agg tok/s", "per-session tok/s",
+                "speedup", "efficiency", "mixed speedup", "TTFT p50 / p99", "ITL p50 / p99",
+                "server running max/mean", "server waiting max", "client overlap max",
+                "engine RSS MB", "wall s")
+# The console's compact table: the columns that say where the envelope bends.
+CONSOLE_COLUMNS = ("N", "kind", "correct", "agg tok/s", "speedup", "TTFT p99", "ITL p99",
+                   "server running max", "waiting max", "wall s")
+REASON_CHARS = 60
+
+
+@dataclass(frozen=True)
+class Fact:
+    label: str
+    value: str
+    detail: str = ""  # longer text (the stop rule's detail), shown folded or truncated
+
+
+def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{suffix}"
+
+
+def _ms(dist: Distribution | None, *pcts: str) -> str:
+    """``42.2 / 48.8 ms``: the percentiles of one distribution, in milliseconds."""
+    if dist is None:
+        return "-"
+    return " / ".join(f"{getattr(dist, p) * 1000:.1f}" for p in pcts) + " ms"
+
+
+def truncate(text: str, chars: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= chars else text[: chars - 1].rstrip() + "…"
+
+
+def correct_mark(step: SweepStep, chars: int = REASON_CHARS) -> str:
+    """``✓``, ``✗ <first reason, truncated>``, or ``- <why not judged>``."""
+    if step.correct is True:
+        return "✓"
+    first = truncate(step.reasons[0], chars) if step.reasons else ""
+    mark = "✗" if step.correct is False else "-"
+    return f"{mark} {first}".rstrip()
+
+
+def step_label(step: SweepStep) -> str:
+    return f"{step.n} (bisect)" if step.kind == "bisect" else str(step.n)
+
+
+def _load(step: SweepStep) -> tuple[str, str]:
+    load = step.server_load
+    if load is None:
+        return "-", "-"
+    waiting = "-" if load.waiting_max is None else str(load.waiting_max)
+    return f"{load.running_max} / {load.running_mean:.1f}", waiting
+
+
+def step_cells(report: Report, step: SweepStep) -> list[str]:
+    """One row of the steps table (``STEP_COLUMNS``)."""
+    arm = report.arm(step.arm)
+    m = arm.metrics if arm is not None else None
+    ttft = m.ttft_s if m is not None else None
+    itl = m.itl_s if m is not None else None
+    running, waiting = _load(step)
+    return [
+        str(step.n),
+        step.kind,
+        correct_mark(step),
+        str(step.requests),
+        str(step.errors),
+        _fmt(step.decode_tokens_per_s, ".1f"),
+        _fmt(step.per_session_decode_tokens_per_s, ".1f"),
+        _fmt(step.speedup, ".2f", "x"),
+        _fmt(None if step.scaling_efficiency is None else step.scaling_efficiency * 100, ".0f",
+             "%"),
+        _fmt(step.mixed_speedup, ".2f", "x"),
+        _ms(ttft, "p50", "p99"),
+        _ms(itl, "p50", "p99"),
+        running,
+        waiting,
+        str(step.client_overlap_max),
+        _fmt(step.engine_rss_peak_mb, ".0f"),
+        f"{step.wall_s:.2f}",
+    ]
+
+
+def console_cells(report: Report, step: SweepStep) -> list[str]:
+    """One row of the console's compact table (``CONSOLE_COLUMNS``)."""
+    full = dict(zip(STEP_COLUMNS, step_cells(report, step)))
+    arm = report.arm(step.arm)
+    m = arm.metrics if arm is not None else None
+    load = step.server_load
+    return [full["N"], full["kind"], correct_mark(step, 40), full["agg tok/s"], full["speedup"],
+            _ms(m.ttft_s if m else None, "p99"), _ms(m.itl_s if m else None, "p99"),
+            "-" if load is None else str(load.running_max), full["server waiting max"],
+            full["wall s"]]
+
+
+def load_sources(env: Envelope) -> list[str]:
+    """Where the server-load columns came from (one entry per distinct source)."""
+    return list(dict.fromkeys(s.server_load.source for s in env.steps if s.server_load))
+
+
+def _first_failing(env: Envelope) -> str:
+    if env.first_failing_n is None:
+        last = env.steps[-1].n if env.steps else None
+        return "none" if last is None else f"none up to N={last}"
+    if env.threshold_pinned:
+        return f"{env.first_failing_n} (pinned: N={env.largest_correct_n} is correct)"
+    below = f", N={env.largest_correct_n} correct" if env.largest_correct_n is not None else ""
+    return f"{env.first_failing_n} (not pinned{below})"
+
+
+def envelope_facts(report: Report) -> list[Fact]:
+    """The envelope's headline, in the order a reader asks: how deep, how fast, why it stopped."""
+    env = report.envelope
+    if env is None:
+        return []
+    slo_given = report.config.slo_ttft_p99_s is not None or report.config.slo_itl_p99_s is not None
+    within = str(env.largest_within_slo_n) if env.largest_within_slo_n is not None else "none"
+    peak = (f"{env.peak_decode_tokens_per_s:.1f} tok/s at N={env.peak_n}"
+            if env.peak_decode_tokens_per_s is not None else "-")
+    facts = [
+        Fact("largest correct N", "none" if env.largest_correct_n is None
+             else str(env.largest_correct_n)),
+        Fact("first failing N", _first_failing(env)),
+        Fact("knee", "none found" if env.knee_n is None else f"N={env.knee_n}"),
+        Fact("peak throughput", peak),
+        Fact("largest N within SLO", within if slo_given else f"{within} (no SLO given)"),
+        Fact("engine cap", "none seen" if env.engine_cap is None
+             else f"{env.engine_cap} running at once (the server queued the rest)"),
+        Fact("serial baseline", f"{env.baseline}: "
+             f"{_fmt(env.baseline_decode_tokens_per_s, '.1f', ' tok/s')}"),
+    ]
+    if env.stop is not None:
+        at = f" at N={env.stop.at_n}" if env.stop.at_n is not None else ""
+        facts.append(Fact("stopped", f"{env.stop.rule.value}{at}", env.stop.detail))
+    return facts

@@ -1,0 +1,121 @@
+"""The concurrency sweep against the fake server: the correctness threshold found and pinned,
+a serial server's flat envelope, a batch cap as the knee, SLOs, server-reported load.
+
+Every step runs every shape in one wave; the fake's ``--fault-when above --fault-above K``
+corrupts requests that arrive while more than K are in flight, so a correct sweep must fail
+first at K+1 and the bisection must pin it there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from batchprobe.fake import FakeServerConfig, FakeServerThread
+from batchprobe.probe import plan_run, run_plan
+from batchprobe.results import Outcome, Report, Status, read_report
+from batchprobe.results.sweep import StopRule
+
+TIMING: dict[str, object] = {"ttft_ms": 60.0, "itl_ms": 3.0}
+
+
+def sweep(tmp_path: Path, fake: dict[str, object], **settings: object) -> Report:
+    output = tmp_path / "verdict.json"
+    with FakeServerThread(FakeServerConfig(**{**TIMING, **fake})) as server:  # type: ignore[arg-type]
+        plan = plan_run(
+            base_url=server.base_url, output=output,
+            **{"sessions": 4, "haystack_tokens": 200, "max_tokens": 24, **settings},  # type: ignore[arg-type]
+        )  # fmt: skip
+        report = run_plan(plan)
+    assert read_report(output) == report, "the file on disk is the final report"
+    return report
+
+
+@pytest.mark.parametrize("k", [3, 5])
+def test_a_fault_above_k_in_flight_is_pinned_to_k_plus_one(tmp_path: Path, k: int) -> None:
+    report = sweep(
+        tmp_path, {"fault": "corrupt", "fault_when": "above", "fault_above": k}, sweep="1,2,4,8"
+    )
+    env = report.envelope
+    assert env is not None and env.stop is not None
+    assert (env.largest_correct_n, env.first_failing_n, env.threshold_pinned) == (k, k + 1, True)
+    assert env.stop.rule is StopRule.INCORRECT and env.stop.at_n == k + 1
+    planned = [s.n for s in env.steps if s.kind == "sweep"]
+    assert planned == [n for n in (1, 2, 4, 8) if n <= k + 1 or n // 2 <= k], "stops at a failure"
+    low, high = planned[-2], planned[-1]
+    bisected = [s.n for s in env.steps if s.kind == "bisect"]
+    assert bisected and all(low < n < high for n in bisected)
+    for step in env.steps:
+        assert step.correct is (step.n <= k), (step.n, step.reasons)
+        if step.kind == "bisect":
+            assert step.references.startswith(f"references@{step.n}")
+            assert report.arm(f"references@{step.n}") is not None
+    assert env.failing_evidence and all(f"sweep@{k + 1}" in r for r in env.failing_evidence)
+    assert report.verdict.outcome is Outcome.FAIL and report.verdict.correct is False
+
+
+def test_a_serial_server_gives_a_flat_envelope_and_is_not_parallel(tmp_path: Path) -> None:
+    report = sweep(tmp_path, {"batching": "serial"}, sweep="1,2,4,8")
+    env = report.envelope
+    assert env is not None and env.stop is not None and env.stop.rule is StopRule.PLAN_END
+    assert env.largest_correct_n == 8 and env.first_failing_n is None
+    speedups = [s.speedup for s in env.steps]
+    assert all(x is not None and 0.7 < x < 1.3 for x in speedups), speedups
+    assert env.knee_n == 1
+    assert report.verdict.parallel is False and report.verdict.correct is True
+    assert report.verdict.outcome is Outcome.FAIL
+    assert any("not parallel" in r and "at 1 in flight" in r for r in report.verdict.reasons)
+    deepest = env.steps[-1]
+    assert deepest.server_load is not None and deepest.server_load.running_max == 1
+    assert (deepest.server_load.waiting_max or 0) >= 1 and env.engine_cap == 1
+
+
+def test_a_batch_cap_is_the_knee_and_the_engine_cap(tmp_path: Path) -> None:
+    report = sweep(tmp_path, {"batch_cap": 4}, sweep="1,2,4,8,16")
+    env = report.envelope
+    assert env is not None
+    assert env.knee_n == 4 and env.engine_cap == 4, [(s.n, s.decode_tokens_per_s) for s in env.steps]
+    for step in env.steps:
+        assert step.server_load is not None and step.server_load.source == "vLLM /metrics"
+        assert step.server_load.running_max == min(step.n, 4)
+        assert step.client_overlap_max <= step.n
+    assert report.verdict.outcome is Outcome.PASS, report.verdict.reasons
+    assert any("at 4 in flight (the knee)" in r for r in report.verdict.reasons)
+
+
+def test_every_step_keeps_the_depth_it_says(tmp_path: Path) -> None:
+    # Tokens 10 ms apart: each step lasts long enough for the server's load to be sampled.
+    report = sweep(tmp_path, {"itl_ms": 6.0}, sweep="1,2,4,8")
+    env = report.envelope
+    assert env is not None and report.status is Status.OK
+    assert [s.n for s in env.steps] == [1, 2, 4, 8]
+    for step in env.steps:
+        arm = report.arm(step.arm)
+        assert arm is not None and arm.spec.role == "step" and arm.metrics is not None
+        assert arm.metrics.timed_shapes == "all"
+        assert step.requests >= step.n, "a step sends at least as many requests as its depth"
+        # The client saw the depth reached, and the server said it ran that many.
+        assert step.client_overlap_max == step.n
+        assert step.server_load is not None and step.server_load.running_max == step.n
+        assert step.speedup is not None and step.speedup > 0.6 * step.n, (step.n, step.speedup)
+    assert {s.shape for s in report.arm("sweep@1").sessions} == {"burst"}  # type: ignore[union-attr]
+    # The serial baseline answered every planned step's items, once each, alone.
+    baseline = report.arms[0]
+    stepped = {s.session for a in report.arms if a.spec.role == "step" for s in a.sessions}
+    assert stepped <= {s.session for s in baseline.sessions}
+    assert {s.shape for s in report.arm("sweep@4").sessions} == {  # type: ignore[union-attr]
+        "burst", "join", "ragged", "early", "repeat", "params"
+    }
+
+
+def test_an_slo_breach_stops_the_sweep_and_bounds_the_envelope(tmp_path: Path) -> None:
+    # TTFT 60 ms alone; queued behind a cap of 2, a request's TTFT grows past 0.1 s.
+    report = sweep(tmp_path, {"batch_cap": 2}, sweep="1,2,4,8", slo_ttft_p99_s=0.1)
+    env = report.envelope
+    assert env is not None and env.stop is not None and env.stop.rule is StopRule.SLO
+    breached = env.step(env.stop.at_n or 0)
+    assert breached is not None and breached.within_slo is False and breached.slo_breaches
+    assert "TTFT p99" in breached.slo_breaches[0]
+    assert env.largest_within_slo_n is not None and env.largest_within_slo_n < breached.n
+    assert [s.n for s in env.steps][-1] == breached.n, "no step after the breach"
