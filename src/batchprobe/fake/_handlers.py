@@ -101,6 +101,10 @@ async def tokenize(request: web.Request) -> web.Response:
 
 async def _generate(request: web.Request, api: Api) -> web.StreamResponse:
     state = request.app[STATE_KEY]
+    if state.stop_reason == "exit_after":
+        # A crashed engine answers nothing more: hold the request until the process is gone
+        # (its connection then drops), rather than serve it while shutting down.
+        await asyncio.Event().wait()
     try:
         gen = parse(api, await request.read())
     except BadRequest as exc:

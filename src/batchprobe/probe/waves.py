@@ -16,7 +16,7 @@ from batchprobe.client import OpenAIClient
 from batchprobe.client.types import CompletionRequest
 from batchprobe.probe.arm import ArmContext, to_session
 from batchprobe.results.models import ArmResult
-from batchprobe.results.shapes import Departure, Situation, WaveResult
+from batchprobe.results.shapes import MAX_DEPARTURES, Departure, Situation, WaveResult
 from batchprobe.workload.items import WorkItem
 from batchprobe.workload.shapes import AfterFinish, Send, ShapePlan, Trigger
 
@@ -28,6 +28,7 @@ class _Live:
     tokens: int = 0
     done: bool = False
     departures: list[Departure] = field(default_factory=list)
+    more_departures: int = 0
 
 
 @dataclass
@@ -82,6 +83,9 @@ class _Wave:
         state.done = True
         survivors = [s for s in self.live.values() if not s.done]
         for other in survivors:
+            if len(other.departures) >= MAX_DEPARTURES:
+                other.more_departures += 1
+                continue
             other.departures.append(
                 Departure(session=state.session, at_token=other.tokens, in_flight=len(survivors))
             )
@@ -139,6 +143,7 @@ async def _send(
         in_flight_at_arrival=in_flight,
         decoding_at_arrival=decoding,
         departures=state.departures,
+        more_departures=state.more_departures,
         max_tokens=item.max_tokens,
         params=item.params.describe(),
         sampled=not item.params.greedy,

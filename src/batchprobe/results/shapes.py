@@ -7,6 +7,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 CheckKind = Literal["recall", "count", "bias", "stop"]
+# Departures recorded per request: enough for any shape's wave (early's are a handful); a
+# sweep step 1,024 deep would otherwise record a million.
+MAX_DEPARTURES = 8
 
 
 class _Model(BaseModel):
@@ -39,7 +42,11 @@ class Situation(_Model):
     arrival_s: float = Field(description="Seconds after its wave started.")
     in_flight_at_arrival: int = Field(description="Other requests of the arm in flight, decoding or not.")
     decoding_at_arrival: int = Field(description="Of those, how many had streamed a token.")
-    departures: list[Departure] = Field(default_factory=list)
+    departures: list[Departure] = Field(
+        default_factory=list,
+        description=f"Requests that finished while this one ran, the first {MAX_DEPARTURES}.",
+    )
+    more_departures: int = Field(default=0, description="Departures past the first ones, counted.")
     max_tokens: int
     params: str = Field(description="Sampling parameters in words ('greedy', 'temperature 0.9').")
     sampled: bool = Field(default=False, description="temperature > 0: no greedy reference.")
