@@ -15,7 +15,8 @@ from ._run import batchprobe_run, expected_exit, sessions
 pytestmark = pytest.mark.engine
 
 # The burst wave alone: these tests count its items (every shape: test_shapes_engines.py).
-TINY = ["--quick", "--sessions", "4", "--haystack-tokens", "128", "--max-tokens", "16", "--shapes", "burst"]
+SIZE = ["--sessions", "4", "--haystack-tokens", "128", "--max-tokens", "16", "--shapes", "burst"]
+TINY = ["--quick", *SIZE]
 
 
 def test_seed_case_vllm_mlx_030_gemma4_fails_with_diagnosis(
@@ -78,7 +79,7 @@ def test_transformers_serve_both_modes_complete_verdict(
 ) -> None:
     code, verdict, out = batchprobe_run(
         ["--engine", "transformers", "--model", str(tiny_gemma3_dir),
-         "--arms", "simple@1,batching@4", *TINY],
+         "--arms", "simple@1,batching@4", *SIZE],
         tmp_path / "verdict.json",
     )
     assert verdict["status"] == "ok", out
