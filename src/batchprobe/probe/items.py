@@ -79,15 +79,21 @@ def _build(ctx: ShapeContext, names: list[str], workloads: list[str]) -> list[Sh
         shape = registry.get(name)
         if shape.unavailable(ctx) is not None:
             continue
-        plan = shape.build(ctx)
-        kept = [i for i in plan.items if i.workload in workloads]
-        if not kept:
-            continue
-        keep = {i.session for i in kept}
-        plan.items = kept
-        plan.sends = [s for s in plan.sends if s.item.session in keep]
-        plans.append(plan)
+        plan = _kept(shape.build(ctx), workloads)
+        if plan is not None:
+            plans.append(plan)
     return plans
+
+
+def _kept(plan: ShapePlan, workloads: list[str]) -> ShapePlan | None:
+    """``plan`` with only the items (and their sends) of ``workloads``; None if none is left."""
+    kept = [i for i in plan.items if i.workload in workloads]
+    if not kept:
+        return None
+    keep = {i.session for i in kept}
+    plan.items = kept
+    plan.sends = [s for s in plan.sends if s.item.session in keep]
+    return plan
 
 
 def _size_for(
@@ -201,15 +207,11 @@ async def build_plans(
         if why is not None:
             result.status.append(ShapeStatus(shape=name, ran=False, reason=why))
             continue
-        plan = shape.build(ctx)
-        kept = [i for i in plan.items if i.workload in cfg.workloads]
-        if not kept:
+        plan = _kept(shape.build(ctx), list(cfg.workloads))
+        if plan is None:
             reason = f"--workloads {','.join(cfg.workloads)} leaves it no items"
             result.status.append(ShapeStatus(shape=name, ran=False, reason=reason))
             continue
-        keep = {i.session for i in kept}
-        plan.items = kept
-        plan.sends = [s for s in plan.sends if s.item.session in keep]
         result.plans.append(plan)
         result.status.append(
             ShapeStatus(shape=name, ran=True, sessions=plan.sessions, notes=plan.notes)
