@@ -1,6 +1,6 @@
 """A raw-socket HTTP/1.1 server for client tests that need TCP-level control (who closes a
-kept-alive connection, when, and whether with the request unread), which aiohttp's own
-server cannot give. Every connection is scripted; the server counts the requests it read."""
+connection, when, and whether after reading the request), which aiohttp's own server cannot
+give. Every connection is scripted; the server counts connections and the requests it read."""
 
 from __future__ import annotations
 
@@ -13,13 +13,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
-# After answering a request on a connection:
-#   "keep": keep the connection open for the next request;
-#   "close": close it at once (a clean FIN; llama-server does this after a stream);
-#   "reset_unread": wait for the next request to arrive, then close without reading it
-#     (the kernel resets a socket closed with unread data);
-#   "drop": read the next request fully, then close without a byte of reply.
-After = Literal["keep", "close", "reset_unread", "drop"]
+# What the server does with each request on a connection, in order:
+#   "answer": answer it and keep the connection open;
+#   "answer_close": answer it, then close at once (a clean FIN; llama-server does this
+#     after a stream);
+#   "drop": read it fully, then close without a byte of reply.
+Act = Literal["answer", "answer_close", "drop"]
 
 _EVENT = {"choices": [{"index": 0, "text": "ok", "finish_reason": "stop"}]}
 REPLY_BODY = b"data: " + json.dumps(_EVENT).encode() + b"\n\ndata: [DONE]\n\n"
@@ -33,7 +32,7 @@ _REPLY = (
 @dataclass
 class RawServer:
     url: str
-    scripts: list[list[After]]
+    scripts: list[list[Act]]
     """One script per accepted connection, in order; the last one repeats."""
     requests_read: int = 0
     connections: int = 0
@@ -62,32 +61,22 @@ def _read_request(conn: socket.socket) -> bool:
     return True
 
 
-def _serve_connection(server: RawServer, conn: socket.socket, script: list[After]) -> None:
+def _serve_connection(server: RawServer, conn: socket.socket, script: list[Act]) -> None:
     with conn:
-        for after in script:
+        for act in [*script, *["answer"] * 1000]:  # script done: answer and keep it open
             if not _read_request(conn):
                 return
             with server._lock:
                 server.requests_read += 1
+            if act == "drop":
+                return
             conn.sendall(_REPLY)
-            if after == "close":
+            if act == "answer_close":
                 return
-            if after == "reset_unread":
-                select.select([conn], [], [], 5.0)  # the next request has arrived, unread
-                return
-            if after == "drop":
-                if _read_request(conn):
-                    with server._lock:
-                        server.requests_read += 1
-                return
-        while _read_request(conn):  # script done: answer and keep the connection
-            with server._lock:
-                server.requests_read += 1
-            conn.sendall(_REPLY)
 
 
 @contextmanager
-def raw_server(scripts: list[list[After]]) -> Iterator[RawServer]:
+def raw_server(scripts: list[list[Act]]) -> Iterator[RawServer]:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)

@@ -90,7 +90,8 @@ def aggregate_rate(config: FakeServerConfig, streams: int, max_tokens: int) -> f
 
 
 def test_continuous_batching_scales_and_serial_does_not() -> None:
-    base: dict[str, Any] = {"ttft_ms": 10.0, "itl_ms": 10.0}
+    # Steps of 40 ms: far above what a loaded 2-core machine adds to a loopback round trip.
+    base: dict[str, Any] = {"ttft_ms": 40.0, "itl_ms": 40.0}
     serial_1 = aggregate_rate(FakeServerConfig(**base, batching="serial"), 1, 20)
     serial_4 = aggregate_rate(FakeServerConfig(**base, batching="serial"), 4, 20)
     continuous_4 = aggregate_rate(FakeServerConfig(**base, batching="continuous"), 4, 20)
@@ -107,13 +108,13 @@ def test_slowdown_one_gives_no_aggregate_gain() -> None:
 
 
 def test_batch_cap_queues_requests_beyond_it() -> None:
-    config = FakeServerConfig(ttft_ms=50.0, itl_ms=10.0, batch_cap=2)
+    config = FakeServerConfig(ttft_ms=200.0, itl_ms=40.0, batch_cap=2)
     with FakeServerThread(config) as server:
         timed, _ = concurrent_streams(server.base_url, count=4, max_tokens=10)
     ttfts = sorted(t.ttft for t in timed)
-    # Two start at once; two wait for a free slot (50 ms + 9 x 10 ms) before their prefill.
-    assert ttfts[1] == pytest.approx(0.050, rel=0.25)
-    assert ttfts[2] == pytest.approx(0.190, rel=0.15)
+    # Two start at once; two wait for a free slot (200 ms + 9 x 40 ms) before their prefill.
+    assert ttfts[1] == pytest.approx(0.200, rel=0.15)
+    assert ttfts[2] == pytest.approx(0.760, rel=0.10)
 
 
 def test_token_clock_jitter_is_seeded_and_does_not_accumulate() -> None:

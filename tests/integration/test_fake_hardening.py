@@ -37,8 +37,6 @@ def test_requests_dropped_after_reading_fail_as_disconnected(tmp_path: Path) -> 
     # Every error is a drop; under heavy load a request may miss the overlap and be spared.
     assert set(conc.metrics.errors_by_kind) == {ErrorKind.DISCONNECTED}
     assert conc.metrics.errors_by_kind[ErrorKind.DISCONNECTED] >= SESSIONS
-    # Nothing was re-sent behind the verdict's back.
-    assert all(s.retries == [] for arm in report.arms for s in arm.sessions)
     assert report.verdict.correct is False and report.verdict.outcome is Outcome.FAIL
     assert any("disconnected" in reason for reason in report.verdict.reasons)
 

@@ -13,7 +13,6 @@ from typing_extensions import Self
 from yarl import URL
 
 from batchprobe._json import JSONDecodeError, dumps, loads
-from batchprobe.client._connection import Attempt, CheckedConnector, never_sent, reuse_trace
 from batchprobe.client._errors import TIMEOUT_ERRORS, Fault, classify, excerpt
 from batchprobe.client._payload import PATHS, request_body, request_headers
 from batchprobe.client._stream import DEFAULT_LIMITS, ReplyParser
@@ -28,8 +27,6 @@ DEFAULT_TIMEOUTS = Timeouts()
 _UNREACHABLE = (aiohttp.ClientConnectionError, *TIMEOUT_ERRORS)
 # Everything a failed request can raise (the rest are bugs, and propagate).
 _REQUEST_FAILURES = (aiohttp.ClientError, Fault, *TIMEOUT_ERRORS)
-# Errors of a send that may have never reached the server (never_sent() decides).
-_SEND_FAILURES = (aiohttp.ClientConnectionError,)
 
 
 def _root_url(base_url: str) -> URL:
@@ -44,10 +41,14 @@ def _root_url(base_url: str) -> URL:
 class OpenAIClient:
     """Talks to one OpenAI-compatible server. Use as ``async with OpenAIClient(url) as c``.
 
-    The client owns an aiohttp session with a large connection pool unless ``session`` is
-    given (the seam for tests); an injected session is left open, and without the client's
-    connector and trace only its stale-connection case is ever retried (see
-    ``_connection``). Replies are read within ``limits``.
+    The client owns an aiohttp session unless ``session`` is given (the seam for tests; an
+    injected session is left open). Replies are read within ``limits``.
+
+    Every request goes out once, on a connection of its own (``force_close``), and is never
+    sent again. A kept-alive connection cannot be reused safely: a server may close it in
+    the instant the next request is written (llama-server closes one after every stream),
+    and that request would fail exactly like one the server read and dropped, which is the
+    failure batchprobe exists to report. A fresh connection costs about 0.1 ms on loopback.
     """
 
     def __init__(
@@ -79,9 +80,10 @@ class OpenAIClient:
     async def __aenter__(self) -> Self:
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=CheckedConnector(limit=self._max_connections),
+                connector=aiohttp.TCPConnector(
+                    limit=self._max_connections, limit_per_host=0, force_close=True
+                ),
                 timeout=self._timeout,
-                trace_configs=[reuse_trace()],
             )
         return self
 
@@ -185,13 +187,12 @@ class OpenAIClient:
         )
         started = perf_counter()
         error = None
-        retries: list[str] = []
         try:
-            await self._exchange(req, parser, retries, on_progress)
+            await self._exchange(req, parser, on_progress)
             parser.finish(perf_counter())
         except _REQUEST_FAILURES as exc:
             error = classify(exc, self.timeouts)
-        return parser.record(req.request_id, started, perf_counter(), error, retries)
+        return parser.record(req.request_id, started, perf_counter(), error)
 
     def request_body(self, req: CompletionRequest) -> dict[str, Any]:
         """The exact JSON body ``complete(req)`` sends (recorded in the verdict)."""
@@ -201,32 +202,17 @@ class OpenAIClient:
         self,
         req: CompletionRequest,
         parser: ReplyParser,
-        retries: list[str],
         on_progress: Callable[[int], None] | None = None,
     ) -> None:
-        """Send once; again at most once, and only when the first send provably never reached
-        the server (``never_sent``); each such retry is recorded in ``retries``."""
-        body = dumps(self.request_body(req))
-        headers = request_headers(req.request_id, self._api_key)
-        while True:
-            attempt = Attempt()
-            try:
-                resp = await self._http().post(
-                    self._urls[req.api],
-                    data=body,
-                    headers=headers,
-                    timeout=self._timeout,
-                    trace_request_ctx=attempt,
-                )
-            except _SEND_FAILURES as exc:
-                reason = never_sent(exc, attempt)
-                if reason is None or retries:
-                    raise
-                retries.append(reason)
-                continue
-            async with resp:
-                await _read_reply(resp, parser, self.limits.max_body_bytes, on_progress)
-            return
+        """Send once, on a connection of its own; never again."""
+        resp = await self._http().post(
+            self._urls[req.api],
+            data=dumps(self.request_body(req)),
+            headers=request_headers(req.request_id, self._api_key),
+            timeout=self._timeout,
+        )
+        async with resp:
+            await _read_reply(resp, parser, self.limits.max_body_bytes, on_progress)
 
 
 async def _read_reply(

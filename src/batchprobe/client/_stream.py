@@ -271,7 +271,6 @@ class ReplyParser:
         started_at: float,
         finished_at: float,
         error: RequestError | None,
-        retries: list[str] | None = None,
     ) -> RequestRecord:
         usage = self.usage if isinstance(self.usage, dict) else {}
         details = usage.get("prompt_tokens_details")
@@ -293,7 +292,6 @@ class ReplyParser:
             logprobs=self.logprobs,
             streamed=self.streamed,
             error=error,
-            retries=retries or [],
         )
 
 

@@ -81,11 +81,6 @@ class RequestRecord(BaseModel):
     logprobs: list[float] | None = None
     streamed: bool = True
     error: RequestError | None = None
-    retries: list[str] = Field(
-        default_factory=list,
-        description="Why the request was sent again, once at most: only for a request that "
-        "provably never reached the server (a kept-alive connection it had closed).",
-    )
 
     @property
     def ok(self) -> bool:

@@ -75,7 +75,6 @@ def to_session(
         answer_excerpt=rec.text[:_EXCERPT],
         text=rec.text,
         chunk_ends=rec.chunk_ends,
-        retries=rec.retries,
         logprobs=rec.logprobs,
         finish_reason=rec.finish_reason,
         prompt_tokens=rec.prompt_tokens,

@@ -80,18 +80,22 @@ class LoadSampler:
     running: list[int] = field(default_factory=list)
     waiting: list[int] = field(default_factory=list)
     rss_peak_mb: float | None = None
-    _task: asyncio.Task[None] | None = None
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _probe_server: bool = True
 
     async def __aenter__(self) -> Self:
-        self._task = asyncio.create_task(self._loop())
+        self._tasks = [asyncio.create_task(self._server_loop())]
+        if self.pgid is not None:
+            self._tasks.append(asyncio.create_task(self._rss_loop(self.pgid)))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
+        if self.pgid is not None:
+            await self._sample_rss(self.pgid)  # a step shorter than one interval has one too
 
     def server_load(self) -> ServerLoad | None:
         if self.source is None or not self.running:
@@ -104,17 +108,22 @@ class LoadSampler:
             waiting_max=max(self.waiting) if self.waiting else None,
         )
 
-    async def _loop(self) -> None:
+    async def _server_loop(self) -> None:
         timeouts = Timeouts(total=max(self.interval * 8, 2.0))
         async with OpenAIClient(self.base_url, timeouts=timeouts) as client:
-            while True:
-                if self._probe_server:
-                    await self._sample_server(client)
-                if self.pgid is not None:
-                    rss = await asyncio.to_thread(group_rss_bytes, self.pgid)
-                    if rss is not None:
-                        self.rss_peak_mb = max(self.rss_peak_mb or 0.0, round(rss / _MB, 1))
+            while self._probe_server:
+                await self._sample_server(client)
                 await asyncio.sleep(self.interval)
+
+    async def _rss_loop(self, pgid: int) -> None:
+        while True:
+            await self._sample_rss(pgid)
+            await asyncio.sleep(self.interval)
+
+    async def _sample_rss(self, pgid: int) -> None:
+        rss = await asyncio.to_thread(group_rss_bytes, pgid)
+        if rss is not None:
+            self.rss_peak_mb = max(self.rss_peak_mb or 0.0, round(rss / _MB, 1))
 
     async def _sample_server(self, client: OpenAIClient) -> None:
         try:

@@ -15,7 +15,7 @@ from batchprobe.results.shapes import SelfCheck, ShapeStatus, Situation, WaveRes
 from batchprobe.results.sweep import Envelope
 from batchprobe.results.thresholds import Thresholds
 
-SCHEMA_VERSION: Literal["2.1"] = "2.1"
+SCHEMA_VERSION: Literal["2.2"] = "2.2"
 MAX_DEPTH = 1024
 MIN_TIME_BUDGET_S = 30.0
 # Seeds travel in JSON request bodies and engines read them as signed 64-bit integers.
@@ -105,11 +105,6 @@ class SessionResult(_Model):
     chunk_ends: list[int] = Field(
         default_factory=list,
         description="End offset in text of each streamed chunk (the output is stored once).",
-    )
-    retries: list[str] = Field(
-        default_factory=list,
-        description="Why the request was sent again (at most once, only when it provably "
-        "never reached the server: a kept-alive connection the server had closed).",
     )
     logprobs: list[float] | None = Field(
         default=None, description="Chosen-token logprobs (with --logprobs, where supported)."
@@ -433,7 +428,7 @@ class RunError(_Model):
 class Report(_Model):
     """The verdict file."""
 
-    schema_version: Literal["2.1"] = SCHEMA_VERSION
+    schema_version: Literal["2.2"] = SCHEMA_VERSION
     run_id: str = Field(description="The run nonce planted in every prompt.")
     status: Status = Status.RUNNING
     started_at: str

@@ -1,5 +1,6 @@
-"""llama-server closes a kept-alive connection after a stream: the client's serial traffic
-against it must stay free of errors, with only provable, recorded retries."""
+"""llama-server closes a connection after every stream: back-to-back serial requests
+against it (each sent the instant the last one ended, where a pooled connection would race
+that close) must all succeed."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from batchprobe.engines import Installation, launch
 
 pytestmark = pytest.mark.engine
 
-REQUESTS = 12
+REQUESTS = 40
 
 
-def test_serial_streams_on_kept_alive_connections_have_no_errors(
+def test_back_to_back_serial_streams_have_no_errors(
     llama_env: Installation, gemma3_270m: Path, tmp_path: Path
 ) -> None:
     with launch("llama.cpp", gemma3_270m, "batching", 2, log_path=tmp_path / "llama.log") as eng:
@@ -27,7 +28,7 @@ def test_serial_streams_on_kept_alive_connections_have_no_errors(
                     req = CompletionRequest(
                         request_id=f"keepalive-{i}",
                         prompt=f"Line {i}: the weather today is",
-                        max_tokens=6,
+                        max_tokens=4,
                         extra_body={"cache_prompt": False},
                     )
                     records.append(await client.complete(req))
@@ -35,6 +36,4 @@ def test_serial_streams_on_kept_alive_connections_have_no_errors(
 
         records = run(go())
     assert all(r.ok for r in records), [r.error for r in records if r.error]
-    # Retries, if the server closed a connection under the client, are recorded and single.
-    assert all(len(r.retries) <= 1 for r in records)
-    print("retries:", sum(len(r.retries) for r in records), [r.retries for r in records if r.retries])
+    assert all(r.completion_tokens for r in records)
