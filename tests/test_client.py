@@ -67,6 +67,10 @@ def test_completions_request_carries_every_field() -> None:
     }
     assert capture.headers["x-request-id"] == "sess-7"
     assert capture.headers["Authorization"] == "Bearer k"
+    # A server that refuses ids it did not make (llama-cpp-python's) gets none.
+    quiet = Capture()
+    assert exchange(quiet, req, model="tiny", request_ids=False).ok
+    assert "x-request-id" not in quiet.headers and quiet.body == capture.body
 
 
 def test_chat_request_is_one_user_message_with_chat_logprobs() -> None:

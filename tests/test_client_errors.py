@@ -184,6 +184,25 @@ def test_finish_reason_error_without_text() -> None:
     assert record.error.kind is ErrorKind.FINISH_REASON_ERROR
 
 
+def test_done_without_a_finish_reason_is_a_cut_off_answer() -> None:
+    # llama-cpp-python's server ends a stream like this when another request waits.
+    record = exchange(stream_of([event("Once "), event("upon"), DONE]))
+    assert record.error is not None
+    assert record.error.kind is ErrorKind.NO_FINISH_REASON
+    assert record.text == "Once upon" and record.finish_reason is None
+    whole = exchange(stream_of([event("Once "), event("upon", "length"), DONE]))
+    assert whole.error is None
+
+
+def test_done_without_a_finish_reason_is_whole_with_usage_or_at_max_tokens() -> None:
+    # vllm-mlx 0.4.0's simple engine leaves finish_reason out at max_tokens, usage in.
+    usage = b'data: {"choices": [], "usage": {"completion_tokens": 2, "prompt_tokens": 3}}\n\n'
+    with_usage = exchange(stream_of([event("Once "), event("upon"), usage, DONE]))
+    assert with_usage.error is None and with_usage.completion_tokens == 2
+    at_max = exchange(stream_of([event("a")] * 4 + [DONE]))  # max_tokens is 4
+    assert at_max.error is None
+
+
 def test_error_object_in_a_200_stream() -> None:
     error = b'data: {"error": {"message": "shared_kv", "code": 500}}\n\n'
     record = exchange(stream_of([event("a"), error, DONE]))

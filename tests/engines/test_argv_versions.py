@@ -163,3 +163,19 @@ def test_install_recipes_follow_the_platform() -> None:
     assert "-DGGML_METAL=ON" in llama.install_recipe("0.3.36", "macos-arm64").steps[1]
     assert "-DGGML_METAL=ON" not in llama.install_recipe("0.3.36", "linux").steps[1]
     assert get_engine("ollama").install_recipe("", "linux").kind == "external"
+
+
+def test_llama_cpp_python_serves_its_own_server_portably_built() -> None:
+    engine = get_engine("llama-cpp-python")
+    inst = Installation(
+        name="llama-cpp-python", version="0.3.36", root=Path("/e"), python=Path("/e/bin/python")
+    )
+    spec = LaunchSpec(model="/m.gguf", mode="batching", concurrency=8, port=8123)
+    argv = engine.launch_argv(inst, spec)
+    assert argv[:3] == ["/e/bin/python", "-m", "llama_cpp.server"]
+    assert argv[argv.index("--model") + 1] == "/m.gguf" and "8123" in argv
+    assert engine.launch_argv(inst, spec.model_copy(update={"mode": "simple"})) == argv
+    [step] = engine.install_recipe("0.3.36", "linux").steps
+    assert "llama-cpp-python[server]==0.3.36" in step
+    assert "cmake.define.GGML_NATIVE=OFF" in step
+    assert engine.readiness_path == "/v1/models"

@@ -217,3 +217,14 @@ def test_the_watchdog_stops_the_launch_when_its_pipe_closes(tmp_path: Path) -> N
         assert started.proc.poll() is not None
     finally:
         started.stop(grace=1.0)
+
+
+def test_extra_args_are_appended_to_the_engine_argv(tmp_path: Path) -> None:
+    tag = f"extra-{uuid.uuid4().hex[:8]}"
+    with launch(
+        "serve-cmd", "/m", "simple", 1, log_path=tmp_path / "l.log", serve_cmd=mini_cmd("ready"),
+        extra_args=["--tag", tag],
+    ) as eng:  # fmt: skip
+        assert eng.argv[-2:] == ["--tag", tag]
+        assert procs_with(tag), "the server runs with the extra arguments"
+    assert not procs_with(tag)

@@ -15,6 +15,8 @@ _COMMANDS = (
     ("batchprobe.cli.run", "run"),
     ("batchprobe.cli.report", "report"),
     ("batchprobe.cli.compare", "compare"),
+    ("batchprobe.cli.bisect", "bisect"),
+    ("batchprobe.cli.corpus", "corpus"),
     ("batchprobe.cli.schema", "schema"),
     ("batchprobe.cli.fake_server", "fake_server"),
     ("batchprobe.cli.engines", "engines"),

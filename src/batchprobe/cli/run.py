@@ -8,8 +8,9 @@ one boundary (``cli/_boundary.py``).
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -36,6 +37,7 @@ from batchprobe.results.thresholds import Thresholds
 from batchprobe.workload.shapes import SHAPE_NAMES
 
 EXIT_PASS, EXIT_FAIL = 0, 1
+FC = TypeVar("FC", bound=Callable[..., Any])
 _LOG_LINES = 15
 
 
@@ -50,12 +52,18 @@ def _run_option(field: str, *decls: str, **kwargs: object) -> click.Option:
 
 
 # One line per option; a new RunConfig field becomes an option by adding a line here.
-_OPTIONS = [
+# What is probed:
+_TARGET_OPTIONS = [
     click.option("--base-url", help="OpenAI-compatible server to probe, e.g. http://127.0.0.1:8080"),
     click.option("--engine", help="Engine to launch, NAME[==VERSION] (see `batchprobe engines list`)."),
-    click.option("--model", help="Model id (URL) or model path/alias (engine, e.g. gemma3-270m)."),
     click.option("--serve-cmd", help="With --engine serve-cmd: the server argv with {port} and {model}."),
+]  # fmt: skip
+# How it is probed (`bisect` probes every version with these too):
+PROBE_OPTIONS = [
+    click.option("--model", help="Model id (URL) or model path/alias (engine, e.g. gemma3-270m)."),
     click.option("--patch", "patches", multiple=True, help="Runtime patch to apply inside the engine."),
+    click.option("--engine-arg", "engine_args", multiple=True,
+                 help="An argument appended to the managed engine's command line (repeat it)."),
     _run_option("sessions", "--sessions"),
     _run_option("haystack_tokens", "--haystack-tokens"),
     _run_option("max_tokens", "--max-tokens"),
@@ -87,9 +95,14 @@ _OPTIONS = [
                 help="Record chosen-token logprobs and report their largest drift across arms."),
     _run_option("request_timeout_s", "--request-timeout"),
     _run_option("ready_timeout_s", "--ready-timeout"),
-    click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-                 help="Engine environments and models (default: $BATCHPROBE_CACHE_DIR or "
-                      "~/.cache/batchprobe)."),
+]  # fmt: skip
+CACHE_OPTION = click.option(
+    "--cache-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+    help="Engine environments and models (default: $BATCHPROBE_CACHE_DIR or ~/.cache/batchprobe).",
+)  # fmt: skip
+# Where the results go:
+_OUTPUT_OPTIONS = [
+    CACHE_OPTION,
     click.option("--output", "-o", type=click.Path(path_type=Path), default=Path("verdict.json"),
                  show_default=True, help="The verdict file; engine logs go to a folder beside it."),
     click.option("--report", "report_formats", default=None,
@@ -98,14 +111,19 @@ _OPTIONS = [
 ]  # fmt: skip
 
 
-def _with_options(command: click.decorators.FC) -> click.decorators.FC:
-    for option in reversed(_OPTIONS):
-        command = option(command)  # type: ignore[operator]
-    return command
+def with_options(options: list[Any]) -> Callable[[FC], FC]:
+    """Apply click ``options`` in order (--help lists the first one first)."""
+
+    def apply(command: FC) -> FC:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return apply
 
 
 @click.command(name="run")
-@_with_options
+@with_options([*_TARGET_OPTIONS, *PROBE_OPTIONS, *_OUTPUT_OPTIONS])
 def run(**options: Any) -> None:
     """Probe whether batching is parallel AND correct; write the verdict file.
 

@@ -42,7 +42,8 @@ class OpenAIClient:
     """Talks to one OpenAI-compatible server. Use as ``async with OpenAIClient(url) as c``.
 
     The client owns an aiohttp session unless ``session`` is given (the seam for tests; an
-    injected session is left open). Replies are read within ``limits``.
+    injected session is left open). Replies are read within ``limits``. Each request carries
+    its id as ``x-request-id`` (so the server's log names it) unless ``request_ids`` is false.
 
     Every request goes out once, on a connection of its own (``force_close``), and is never
     sent again. A kept-alive connection cannot be reused safely: a server may close it in
@@ -61,6 +62,7 @@ class OpenAIClient:
         max_connections: int = 1024,
         api_key: str | None = None,
         session: aiohttp.ClientSession | None = None,
+        request_ids: bool = True,
     ) -> None:
         if max_connections < 1:
             raise ConfigError("max_connections", f"must be >= 1, got {max_connections}")
@@ -70,6 +72,7 @@ class OpenAIClient:
         self.limits = limits
         self._max_connections = max_connections
         self._api_key = api_key
+        self._request_ids = request_ids
         self._session = session
         self._owns_session = session is None
         self._timeout = aiohttp.ClientTimeout(
@@ -103,6 +106,9 @@ class OpenAIClient:
     def _url(self, path: str) -> URL:
         # Appended, not URL.join()ed: a join would drop a proxy prefix such as /engine.
         return URL(f"{self.base_url}/{path.lstrip('/')}")
+
+    def _request_id(self, request_id: str) -> str | None:
+        return request_id if self._request_ids else None
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -153,7 +159,7 @@ class OpenAIClient:
         return tokens
 
     async def _request(self, method: str, url: URL, data: bytes | None = None) -> tuple[int, bytes]:
-        headers = request_headers("batchprobe-discovery", self._api_key)
+        headers = request_headers(self._request_id("batchprobe-discovery"), self._api_key)
         try:
             async with self._http().request(
                 method, url, data=data, headers=headers, timeout=self._timeout
@@ -208,7 +214,7 @@ class OpenAIClient:
         resp = await self._http().post(
             self._urls[req.api],
             data=dumps(self.request_body(req)),
-            headers=request_headers(req.request_id, self._api_key),
+            headers=request_headers(self._request_id(req.request_id), self._api_key),
             timeout=self._timeout,
         )
         async with resp:

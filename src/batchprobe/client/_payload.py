@@ -35,8 +35,11 @@ def request_body(req: CompletionRequest, model: str | None) -> dict[str, Any]:
     return body
 
 
-def request_headers(request_id: str, api_key: str | None) -> dict[str, str]:
-    headers = {"Content-Type": "application/json", "x-request-id": request_id}
+def request_headers(request_id: str | None, api_key: str | None) -> dict[str, str]:
+    """JSON, the request id (unless None) and the API key (if any)."""
+    headers = {"Content-Type": "application/json"}
+    if request_id is not None:
+        headers["x-request-id"] = request_id
     if api_key is not None:
         headers["Authorization"] = f"Bearer {api_key}"
     return headers

@@ -242,6 +242,13 @@ class ReplyParser:
                 body_excerpt=excerpt(self.text()) or None,
             )
         self._check_token_count()
+        if self._cut_off():
+            raise Fault(
+                ErrorKind.NO_FINISH_REASON,
+                "the stream ended with [DONE] short of max_tokens, with neither a finish_reason "
+                "nor usage: the answer was cut off",
+                body_excerpt=excerpt(self.text()) or None,
+            )
         if self.finish_reason == "error":
             raise Fault(
                 ErrorKind.FINISH_REASON_ERROR,
@@ -250,6 +257,19 @@ class ReplyParser:
             )
         if not self.pieces:
             raise Fault(ErrorKind.EMPTY_OUTPUT, "the reply has no text")
+
+    def _cut_off(self) -> bool:
+        """A stream closed on purpose ([DONE]) that never said why nor accounted for itself.
+
+        A server that reports usage, or reached ``max_tokens``, has finished the answer even
+        when it leaves finish_reason out (vllm-mlx 0.4.0's simple engine does at max_tokens).
+        """
+        return (
+            self.streamed
+            and self.finish_reason is None
+            and self.usage is None
+            and len(self.pieces) < self._max_tokens
+        )
 
     def _last_line(self, payload: bytes, now: float) -> None:
         """A final line without its newline: an event if it parses, else a cut-off."""

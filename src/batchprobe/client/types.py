@@ -24,6 +24,10 @@ class ErrorKind(str, Enum):
     DISCONNECTED = "disconnected"
     EXCEEDED_MAX_TOKENS = "exceeded_max_tokens"
     """More output than ``max_tokens`` allows: a stop-condition bug, a correctness failure."""
+    NO_FINISH_REASON = "no_finish_reason"
+    """A stream closed with [DONE] short of ``max_tokens`` with neither a finish_reason nor
+    usage: an answer cut off (llama-cpp-python's server does this to a stream as soon as
+    another request waits)."""
 
 
 class RequestError(BaseModel):

@@ -19,7 +19,7 @@ from batchprobe.engines._envs import (
     require_installation,
     resolve,
 )
-from batchprobe.engines._known import KnownIssue
+from batchprobe.engines._known import KNOWN_ISSUES_GROUP, KnownIssue, plugin_known_issues
 from batchprobe.engines._launches import LaunchRecord, StaleLaunch, reap_stale, stale_launches
 from batchprobe.engines._lifecycle import DEFAULT_READY_TIMEOUT_S, RunningEngine, launch
 from batchprobe.engines._process import reserve_port
@@ -46,6 +46,7 @@ from batchprobe.processes import group_members, launch_processes
 __all__ = [
     "DEFAULT_READY_TIMEOUT_S",
     "ENTRY_POINT_GROUP",
+    "KNOWN_ISSUES_GROUP",
     "MARKER",
     "MODES",
     "Capabilities",
@@ -77,6 +78,7 @@ __all__ = [
     "last_traceback",
     "launch",
     "launch_processes",
+    "plugin_known_issues",
     "reap_stale",
     "require_installation",
     "reserve_port",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from batchprobe.engines._known import plugin_known_issues
 from batchprobe.engines._registry import EngineRegistry, get_engine
 from batchprobe.results.diagnosis import Diagnosis
 
@@ -32,7 +33,7 @@ def diagnose(
     lines = log_text.splitlines()
     bodies = [body for body in error_bodies if body]
     found = []
-    for issue in engine.known_issues:
+    for issue in (*engine.known_issues, *plugin_known_issues(engine.name)):
         evidence = issue.evidence(lines, bodies) if issue.affects(version) else []
         if evidence:
             found.append(

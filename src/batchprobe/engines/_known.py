@@ -1,8 +1,15 @@
-"""Known-issue signatures: regexes over server logs and error bodies, with what they mean."""
+"""Known-issue signatures: regexes over server logs and error bodies, with what they mean.
+
+An engine module lists its own (``Engine.known_issues``); another package adds more with an
+entry point in the ``batchprobe.known_issues`` group, named after the engine, whose object is
+a :class:`KnownIssue`, a list of them, or a callable returning either.
+"""
 
 from __future__ import annotations
 
+import logging
 import re
+from importlib.metadata import entry_points
 from typing import Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -65,3 +72,27 @@ class KnownIssue(BaseModel):
             if line and line not in found and any(r.search(line) for r in regexes):
                 found.append(line[:500])
         return found[:limit]
+
+
+KNOWN_ISSUES_GROUP = "batchprobe.known_issues"
+_log = logging.getLogger(__name__)
+
+
+def plugin_known_issues(engine_name: str) -> list[KnownIssue]:
+    """Known issues other packages register for ``engine_name``."""
+    found: list[KnownIssue] = []
+    for entry in entry_points(group=KNOWN_ISSUES_GROUP):
+        if entry.name != engine_name:
+            continue
+        try:
+            obj = entry.load()
+            made = obj() if callable(obj) and not isinstance(obj, KnownIssue) else obj
+            issues = [made] if isinstance(made, KnownIssue) else list(made)
+        except (ImportError, AttributeError, TypeError, ValueError) as exc:
+            _log.warning("known-issue plugin %s could not be loaded: %s", entry.value, exc)
+            continue
+        if all(isinstance(issue, KnownIssue) for issue in issues):
+            found.extend(issues)
+        else:
+            _log.warning("known-issue plugin %s gave something that is not a KnownIssue", entry.value)
+    return found

@@ -130,6 +130,7 @@ def launch(
     serve_cmd: Sequence[str] | None = None,
     stop_grace: float = TERM_GRACE_S,
     prefix_cache: bool = False,
+    extra_args: Sequence[str] = (),
 ) -> Iterator[RunningEngine]:
     """Start the engine for one configuration, wait until it is ready, stop it on exit.
 
@@ -142,7 +143,8 @@ def launch(
     process dies first. While it runs, the launch is recorded under the cache
     (``launches/``) so ``engines doctor`` can find it if it is ever left behind; stale
     launches of dead owners are reaped first. ``prefix_cache`` keeps the engine's default
-    prefix cache (engines that disable it to keep arms cold). ``extra_env`` and ``pythonpath_prepend``
+    prefix cache (engines that disable it to keep arms cold). ``extra_args`` are appended to
+    the engine's argv. ``extra_env`` and ``pythonpath_prepend``
     reach the engine process (e.g. a sitecustomize shim that applies patches).
     """
     engine, version = _pick_engine(ref, registry, serve_cmd)
@@ -161,7 +163,7 @@ def launch(
         port=reserve_port(LOOPBACK),
         prefix_cache=prefix_cache,
     )
-    argv = engine.launch_argv(inst, spec)
+    argv = [*engine.launch_argv(inst, spec), *extra_args]
     env = _environment(engine, inst, spec, extra_env, pythonpath_prepend)
     cache = default_cache_dir(cache_dir)
     reap_stale(cache)

@@ -22,6 +22,7 @@ from batchprobe.errors import ConfigError
 ENTRY_POINT_GROUP = "batchprobe.engines"
 BUILTIN_MODULES = (
     "batchprobe.engines.llama_cpp",
+    "batchprobe.engines.llama_cpp_python",
     "batchprobe.engines.mlx_lm",
     "batchprobe.engines.vllm_mlx",
     "batchprobe.engines.transformers_serve",

@@ -50,6 +50,11 @@ class Capabilities(BaseModel):
         default=False, description="Accepts a per-request `cache_prompt: false` (llama.cpp)."
     )
     metrics_path: str | None = Field(default=None, description="Prometheus metrics endpoint.")
+    request_id_header: bool = Field(
+        default=True,
+        description="Accepts batchprobe's x-request-id (llama-cpp-python's server refuses one "
+        "that is not a UUID, with HTTP 400).",
+    )
 
 
 class InstallRecipe(BaseModel):

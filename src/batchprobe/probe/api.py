@@ -105,6 +105,7 @@ def plan_run(
     model: str | None = None,
     serve_cmd: str | Sequence[str] | None = None,
     patches: Sequence[str] = (),
+    engine_args: Sequence[str] = (),
     arms: str | Sequence[ArmSpec] | None = None,
     sweep: str | Sequence[int] | None = None,
     quick: bool = False,
@@ -129,8 +130,10 @@ def plan_run(
     """
     output = Path(output)
     managed = base_url is None
-    if not managed and (engine is not None or serve_cmd is not None or patches):
-        raise ConfigError("base_url", "probes a running server: drop --engine/--serve-cmd/--patch")
+    if not managed and (engine is not None or serve_cmd is not None or patches or engine_args):
+        raise ConfigError(
+            "base_url", "probes a running server: drop --engine/--serve-cmd/--patch/--engine-arg"
+        )
     thresholds = {k: settings.pop(k) for k in list(settings) if k in Thresholds.model_fields}
     fields: dict[str, object] = {
         **settings, **_workloads(workloads), **_shapes(shapes), "base_url": base_url
@@ -172,7 +175,7 @@ def plan_run(
         style = prompt_style or _STYLE_FOR_API[get_engine(ref.name).capabilities.default_api]
         config = _validated(
             {**fields, "engine": str(ref), "model": model_path, "prompt_style": style,
-             "patches": list(patches)}
+             "patches": list(patches), "engine_args": list(engine_args)}
         )  # fmt: skip
         provider = EngineProvider(
             ref,
@@ -181,6 +184,7 @@ def plan_run(
             cache_dir=cache_dir,
             ready_timeout=config.ready_timeout_s,
             patches=patches,
+            engine_args=engine_args,
             serve_cmd=argv,
             # The default run builds what it needs (llama-server, ~7 min) on first use.
             auto_install=engine is None,

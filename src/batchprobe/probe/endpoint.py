@@ -48,6 +48,7 @@ class Endpoint:
     diagnose: Callable[[list[str]], list[Diagnosis]] = field(default=_no_diagnosis)
     patches: tuple[str, ...] = ()
     process: EngineProcess | None = None
+    request_ids: bool = True  # send x-request-id (see Capabilities.request_id_header)
 
 
 class EndpointProvider(Protocol):

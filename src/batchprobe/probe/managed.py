@@ -43,6 +43,7 @@ class EngineProvider:
         cache_dir: Path | None = None,
         ready_timeout: float,
         patches: Sequence[str] = (),
+        engine_args: Sequence[str] = (),
         serve_cmd: Sequence[str] | None = None,
         auto_install: bool = False,
         on_install_step: Callable[[str], None] | None = None,
@@ -53,6 +54,7 @@ class EngineProvider:
         self.cache_dir = cache_dir
         self.ready_timeout = ready_timeout
         self.patches = list(patches)
+        self.engine_args = list(engine_args)
         self.serve_cmd = serve_cmd
         self.auto_install = auto_install
         self.on_install_step = on_install_step
@@ -81,6 +83,7 @@ class EngineProvider:
             pythonpath_prepend=[shim_dir()] if self.patches else None,
             serve_cmd=self.serve_cmd,
             prefix_cache=spec.prefix_cache,
+            extra_args=self.engine_args,
         ) as engine:
             yield self._endpoint(engine)
 
@@ -97,6 +100,7 @@ class EngineProvider:
             is_alive=engine.is_alive,
             diagnose=explain_errors,
             patches=tuple(self.patches),
+            request_ids=engine.capabilities.request_id_header,
             process=EngineProcess(
                 pid=engine.pid,
                 pgid=engine.pgid,

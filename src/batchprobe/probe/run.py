@@ -156,7 +156,9 @@ class _Run:
         self.listener.session_done(arm, session)
 
     async def _arm(self, ep: Endpoint, arm: ArmResult) -> None:
-        async with OpenAIClient(ep.base_url, timeouts=self._timeouts()) as client:
+        async with OpenAIClient(
+            ep.base_url, timeouts=self._timeouts(), request_ids=ep.request_ids
+        ) as client:
             ctx = await self._prepare(ep, client)
             ctx.cache_body, ctx.cold_note, ctx.cache_note = cache_policy(
                 ctx.extra_body, ep.cache_control, arm.spec
@@ -247,7 +249,9 @@ class _Run:
 
     async def _sweep(self, ep: Endpoint, spec: ArmSpec) -> None:
         cfg = self.config
-        async with OpenAIClient(ep.base_url, timeouts=self._timeouts()) as client:
+        async with OpenAIClient(
+            ep.base_url, timeouts=self._timeouts(), request_ids=ep.request_ids
+        ) as client:
             ctx = await self._prepare(ep, client)
             ctx.cache_body, ctx.cold_note, ctx.cache_note = cache_policy(
                 ctx.extra_body, ep.cache_control, spec
@@ -403,7 +407,9 @@ class _Run:
 
     def _diagnose(self, ep: Endpoint, arm: ArmResult) -> None:
         bodies = [
-            s.error.body_excerpt or s.error.message for s in arm.sessions if s.error is not None
+            f"{s.error.kind.value}: {s.error.message} {s.error.body_excerpt or ''}".strip()
+            for s in arm.sessions
+            if s.error is not None
         ]
         if not bodies and arm.server_alive_after is not False:
             return

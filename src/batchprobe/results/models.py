@@ -342,6 +342,10 @@ class RunConfig(_Model):
     )
     thresholds: Thresholds = Field(default_factory=Thresholds)
     patches: list[str] = Field(default_factory=list)
+    engine_args: list[str] = Field(
+        default_factory=list,
+        description="Extra arguments appended to a managed engine's server command line.",
+    )
     logprobs: bool = Field(default=False, description="Ask for chosen-token logprobs.")
     request_timeout_s: float = Field(
         default=300.0, gt=0, allow_inf_nan=False, description="Seconds one request may take in all."

@@ -1,0 +1,88 @@
+"""A corpus case as data: the engine, the versions, the model, the run, and what to expect."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+
+from batchprobe.client.types import ErrorKind
+from batchprobe.errors import ConfigError
+from batchprobe.results.models import Outcome
+
+_ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Expectation(_Model):
+    """What the verdict of one version must show; a field left out is not checked."""
+
+    outcome: Outcome | None = None
+    correct: bool | None = None
+    parallel: bool | None = None
+    diagnosed: list[str] = Field(default_factory=list, description="Issue ids it must name.")
+    not_diagnosed: list[str] = Field(
+        default_factory=list, description="Issue ids it must not name (the fixed version)."
+    )
+    error_kinds: list[ErrorKind] = Field(
+        default_factory=list, description="Error kinds that must appear in some arm."
+    )
+    no_errors: bool = Field(default=False, description="No request of any arm may fail.")
+
+
+class VersionCase(_Model):
+    """One version of the engine, how it is launched, and what its verdict must be."""
+
+    version: str
+    label: str = Field(description="broken, fixed, patched, workaround, ...")
+    engine_args: list[str] = Field(default_factory=list)
+    patches: list[str] = Field(default_factory=list)
+    expect: Expectation
+
+
+class Case(_Model):
+    """A real, published batching bug reproduced on the real engine."""
+
+    case_id: str
+    title: str
+    issue_id: str = Field(description="The known issue (engine module) that explains it.")
+    references: list[str] = Field(description="Upstream issues and pull requests.")
+    engine: str
+    model: str = Field(
+        description="A model alias (gemma3-270m) or a tiny offline model: tiny:gemma3, tiny:gemma4."
+    )
+    run: dict[str, JsonValue] = Field(
+        default_factory=dict, description="plan_run options: sessions, workloads, shapes, arms..."
+    )
+    versions: list[VersionCase] = Field(min_length=1)
+
+    @field_validator("case_id")
+    @classmethod
+    def _id(cls, value: str) -> str:
+        if not _ID.match(value):
+            raise ValueError(f"bad case id {value!r}; use [a-z0-9._-]")
+        return value
+
+    def version(self, label_or_version: str) -> VersionCase:
+        for entry in self.versions:
+            if label_or_version in (entry.label, entry.version):
+                return entry
+        known = ", ".join(f"{v.label} ({v.version})" for v in self.versions)
+        raise ConfigError("version", f"{label_or_version!r} is not in {self.case_id}; known: {known}")
+
+
+class CaseResult(_Model):
+    """One version of a case, run: its verdict file and how it differed from the expectation."""
+
+    case_id: str
+    version: str
+    label: str
+    verdict_file: str
+    mismatches: list[str] = Field(description="What differed from the expectation; [] = as expected.")
+
+    @property
+    def as_expected(self) -> bool:
+        return not self.mismatches

@@ -1,0 +1,96 @@
+"""Run one version of a corpus case and check its verdict against the case's expectation."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from batchprobe.corpus.models import Case, CaseResult, Expectation
+from batchprobe.engines import install
+from batchprobe.errors import ConfigError
+from batchprobe.models import tiny_gemma3, tiny_gemma4
+from batchprobe.paths import cache_dir as default_cache_dir
+from batchprobe.probe import ProbeListener, plan_run, run_plan
+from batchprobe.results.models import Report, Status
+
+TINY = ("tiny:gemma3", "tiny:gemma4")
+
+
+def case_model(model: str, cache_dir: Path | None = None) -> str:
+    """The path or alias to launch: tiny models are built once into the cache."""
+    if model not in TINY:
+        return model
+    family = model.removeprefix("tiny:")
+    # vllm-mlx picks its multimodal engine by path: the folder keeps the family's name.
+    target = default_cache_dir(cache_dir) / "models" / f"tiny-{family}"
+    if (target / "config.json").is_file():
+        return str(target)
+    staging = target.with_name(f".{target.name}.building")
+    shutil.rmtree(staging, ignore_errors=True)
+    if family == "gemma4":
+        tiny_gemma4.build(staging)
+    else:
+        tiny_gemma3.build(staging, cache_dir=cache_dir)
+    staging.rename(target)
+    return str(target)
+
+
+def check(report: Report, expect: Expectation) -> list[str]:
+    """How ``report`` differs from ``expect``; [] when it is as expected."""
+    found: list[str] = []
+    if report.status is not Status.OK:
+        detail = report.error.message if report.error else ""
+        found.append(f"the run stopped: {report.status.value} {detail}".strip())
+    verdict = report.verdict
+    for name in ("outcome", "correct", "parallel"):
+        wanted, got = getattr(expect, name), getattr(verdict, name)
+        if wanted is not None and got != wanted:
+            shown = got.value if hasattr(got, "value") else got
+            found.append(f"{name} is {shown}, expected {getattr(wanted, 'value', wanted)}")
+    ids = {d.issue_id for d in report.diagnoses}
+    found += [f"{i} was not diagnosed (got: {sorted(ids)})" for i in expect.diagnosed if i not in ids]
+    found += [f"{i} was diagnosed, expected not" for i in expect.not_diagnosed if i in ids]
+    kinds = {k for arm in report.arms if arm.metrics for k in arm.metrics.errors_by_kind}
+    found += [
+        f"no {k.value} error (got: {sorted(x.value for x in kinds)})"
+        for k in expect.error_kinds
+        if k not in kinds
+    ]
+    if expect.no_errors and kinds:
+        found.append(f"requests failed: {sorted(k.value for k in kinds)}")
+    return found
+
+
+def run_case(
+    case: Case,
+    version: str,
+    output_dir: Path,
+    *,
+    cache_dir: Path | None = None,
+    listener: ProbeListener | None = None,
+) -> CaseResult:
+    """Install the case's engine at ``version`` (a label such as broken, or the version),
+    probe it as the case says, and compare the verdict with the expectation."""
+    entry = case.version(version)
+    if not output_dir.is_dir():
+        raise ConfigError("output_dir", f"{output_dir} is not a folder")
+    ref = f"{case.engine}=={entry.version}"
+    install(ref, cache_dir=cache_dir)
+    verdict_file = output_dir / f"{case.case_id}-{entry.label}.json"
+    plan = plan_run(
+        engine=ref,
+        model=case_model(case.model, cache_dir),
+        patches=entry.patches,
+        engine_args=entry.engine_args,
+        output=verdict_file,
+        cache_dir=cache_dir,
+        **case.run,  # type: ignore[arg-type]
+    )
+    report = run_plan(plan, listener)
+    return CaseResult(
+        case_id=case.case_id,
+        version=entry.version,
+        label=entry.label,
+        verdict_file=str(verdict_file),
+        mismatches=check(report, entry.expect),
+    )

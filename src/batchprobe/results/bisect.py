@@ -1,0 +1,90 @@
+"""The bisect file's models: every version tried, how it was judged, and what was found.
+
+The file is rewritten after each version, so an interrupted bisect resumes from it. Bump
+BISECT_SCHEMA_VERSION on any incompatible change.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from batchprobe.results.models import Outcome
+
+BISECT_SCHEMA_VERSION: Literal["1.0"] = "1.0"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Criterion(str, Enum):
+    """What makes a version good."""
+
+    CORRECT = "correct"  # verdict.correct is true (the default: a batching bug is about answers)
+    PARALLEL = "parallel"  # verdict.parallel is true
+    OUTCOME = "outcome"  # the whole verdict is PASS
+
+
+class Judgement(str, Enum):
+    GOOD = "good"
+    BAD = "bad"
+    SKIPPED = "skipped"  # could not install, start or be judged: neither good nor bad
+
+
+class BisectStatus(str, Enum):
+    RUNNING = "running"
+    FOUND = "found"  # first_changed is the first version on the far side
+    AMBIGUOUS = "ambiguous"  # skipped versions hide where it changed: see candidates
+    ENDS_DISAGREE = "ends_disagree"  # --check-ends: good or bad is not what it was said to be
+    INTERRUPTED = "interrupted"  # stopped by a signal: run it again to resume
+
+
+class VersionTry(_Model):
+    """One version probed (or that could not be)."""
+
+    version: str
+    judgement: Judgement
+    reason: str = Field(description="Why it was judged so, in words.")
+    verdict_file: str | None = None
+    status: str | None = Field(default=None, description="The verdict's status, when it ran.")
+    outcome: Outcome | None = None
+    correct: bool | None = None
+    parallel: bool | None = None
+    diagnoses: list[str] = Field(default_factory=list, description="Known-issue ids diagnosed.")
+    seconds: float = Field(description="Install and probe wall time.")
+
+
+class BisectReport(_Model):
+    schema_version: Literal["1.0"] = BISECT_SCHEMA_VERSION
+    engine: str
+    good: str
+    bad: str
+    direction: Literal["regression", "fix"] = Field(
+        description="regression: good is older, the first bad version is sought; fix: bad is "
+        "older, the first good (fixed) version is sought."
+    )
+    criterion: Criterion
+    check_ends: bool
+    probe_options: dict[str, JsonValue] = Field(
+        description="The run options every version is probed with (a resume must match them)."
+    )
+    versions: list[str] = Field(description="The released versions from old to new, ends included.")
+    tries: list[VersionTry] = Field(default_factory=list)
+    status: BisectStatus = BisectStatus.RUNNING
+    first_changed: str | None = Field(
+        default=None, description="The first bad (regression) or first fixed (fix) version."
+    )
+    last_unchanged: str | None = Field(
+        default=None, description="The version just before it that kept the old judgement."
+    )
+    candidates: list[str] = Field(
+        default_factory=list,
+        description="When ambiguous: the versions among which the change lies.",
+    )
+    message: str = ""
+
+    def tried(self, version: str) -> VersionTry | None:
+        return next((t for t in self.tries if t.version == version), None)

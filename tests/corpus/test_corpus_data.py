@@ -1,0 +1,106 @@
+"""The corpus as data: every built-in case is valid, names a real known issue of its engine,
+and its run options pass plan_run; other packages add cases and known issues by entry point."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from batchprobe.cli import main
+from batchprobe.corpus import Case, Corpus, default_corpus
+from batchprobe.engines import diagnose, get_engine, plugin_known_issues
+from batchprobe.errors import ConfigError
+from batchprobe.probe import plan_run
+
+CASES = default_corpus()
+
+
+def test_the_corpus_holds_the_seed_and_the_llama_cpp_python_cases() -> None:
+    assert {"vllm-mlx-gemma4-shared-kv", "llama-cpp-python-interrupt-requests"} <= set(CASES.ids())
+
+
+@pytest.mark.parametrize("case", list(CASES), ids=lambda c: c.case_id)
+def test_a_case_names_its_engine_s_known_issue_and_valid_run_options(
+    case: Case, tmp_path: Path
+) -> None:
+    engine = get_engine(case.engine)
+    issues = {issue.issue_id for issue in engine.known_issues}
+    assert case.issue_id in issues
+    labels = [v.label for v in case.versions]
+    assert len(set(labels)) == len(labels)
+    # A broken version must be caught by name, and something must be clean of it.
+    assert any(case.issue_id in v.expect.diagnosed for v in case.versions)
+    assert any(case.issue_id in v.expect.not_diagnosed for v in case.versions)
+    for entry in case.versions:
+        plan = plan_run(
+            engine=f"{case.engine}=={entry.version}",
+            model=str(tmp_path),
+            patches=entry.patches,
+            engine_args=entry.engine_args,
+            output=tmp_path / "v.json",
+            **case.run,  # type: ignore[arg-type]
+        )
+        assert plan.config.engine_args == entry.engine_args
+
+
+def test_duplicate_and_unknown_cases_are_config_errors() -> None:
+    case = next(iter(CASES))
+    with pytest.raises(ConfigError, match="already in the corpus"):
+        Corpus([case, case])
+    with pytest.raises(ConfigError) as caught:
+        CASES.get("nope")
+    assert caught.value.field == "case" and case.case_id in str(caught.value)
+    with pytest.raises(ConfigError, match="known: broken"):
+        case.version("nope")
+
+
+PLUGIN = '''
+from batchprobe.corpus import Case
+from batchprobe.engines import KnownIssue
+
+ISSUE = KnownIssue(issue_id="plugin-busy", title="t", patterns=(r"plugin-busy-signature",),
+                   explanation="e", remedy="r")
+
+
+def cases():
+    return [Case(case_id="plugin-case", title="t", issue_id="plugin-busy", references=[],
+                 engine="llama.cpp", model="gemma3-270m",
+                 versions=[{"version": "0.3.36", "label": "broken", "expect": {}}])]
+'''
+
+
+def test_another_package_adds_cases_and_known_issues(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "bp_plugin.py").write_text(PLUGIN)
+    info = tmp_path / "bp_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bp-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[batchprobe.corpus]\nplugin = bp_plugin:cases\n\n"
+        "[batchprobe.known_issues]\nllama.cpp = bp_plugin:ISSUE\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "bp_plugin", raising=False)
+    assert "plugin-case" in default_corpus().ids()
+    assert [i.issue_id for i in plugin_known_issues("llama.cpp")] == ["plugin-busy"]
+    assert plugin_known_issues("mlx-lm") == []
+    found = diagnose("llama.cpp", "0.3.36", "x plugin-busy-signature y\n")
+    assert [d.issue_id for d in found] == ["plugin-busy"]
+
+
+def test_corpus_cli_lists_cases_and_names_bad_input(tmp_path: Path) -> None:
+    runner = CliRunner()
+    listed = runner.invoke(main, ["corpus", "list"])
+    assert listed.exit_code == 0 and "vllm-mlx-gemma4-shared-kv" in listed.output
+    unknown = runner.invoke(main, ["corpus", "run", "nope", "--output-dir", str(tmp_path)])
+    assert unknown.exit_code == 2 and "known:" in unknown.output
+    bad = runner.invoke(
+        main, ["corpus", "run", "vllm-mlx-gemma4-shared-kv", "--version", "9.9", "--output-dir",
+               str(tmp_path)],
+    )  # fmt: skip
+    assert bad.exit_code == 2 and "broken (0.3.0)" in bad.output
+    assert "Traceback" not in unknown.output + bad.output
