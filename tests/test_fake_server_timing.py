@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from batchprobe.fake import FakeServerConfig, FakeServerThread
+from batchprobe.fake import FakeServerConfig, FakeServerProcess, FakeServerThread
 from batchprobe.fake._clock import TokenClock
 
 
@@ -89,12 +89,21 @@ def aggregate_rate(config: FakeServerConfig, streams: int, max_tokens: int) -> f
     return streams * max_tokens / wall
 
 
+def _process_rate(args: list[str], streams: int, max_tokens: int) -> float:
+    """As ``aggregate_rate``, against the fake in its own process: an in-process server shares
+    the GIL with the client, and four streams of client work then slow the serial schedule."""
+    with FakeServerProcess(*args) as server:
+        timed, wall = concurrent_streams(server.base_url, streams, max_tokens)
+    assert all(len(t.arrivals) == max_tokens for t in timed)
+    return streams * max_tokens / wall
+
+
 def test_continuous_batching_scales_and_serial_does_not() -> None:
     # Steps of 40 ms: far above what a loaded 2-core machine adds to a loopback round trip.
-    base: dict[str, Any] = {"ttft_ms": 40.0, "itl_ms": 40.0}
-    serial_1 = aggregate_rate(FakeServerConfig(**base, batching="serial"), 1, 20)
-    serial_4 = aggregate_rate(FakeServerConfig(**base, batching="serial"), 4, 20)
-    continuous_4 = aggregate_rate(FakeServerConfig(**base, batching="continuous"), 4, 20)
+    base = ["--ttft-ms", "40", "--itl-ms", "40"]
+    serial_1 = _process_rate([*base, "--batching", "serial"], 1, 20)
+    serial_4 = _process_rate([*base, "--batching", "serial"], 4, 20)
+    continuous_4 = _process_rate([*base, "--batching", "continuous"], 4, 20)
     assert serial_4 / serial_1 == pytest.approx(1.0, rel=0.15)  # no aggregate gain
     assert continuous_4 / serial_4 > 3.0
 

@@ -6,7 +6,9 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
+from batchprobe._plugins import entry_items
 from batchprobe.engines import (
+    Engine,
     EngineRef,
     EngineRegistry,
     Installation,
@@ -14,7 +16,7 @@ from batchprobe.engines import (
     default_registry,
     get_engine,
 )
-from batchprobe.engines._registry import ENTRY_POINT_GROUP, _from_entry_point
+from batchprobe.engines._registry import ENTRY_POINT_GROUP
 from batchprobe.engines.serve_cmd import ServeCmd
 from batchprobe.errors import ConfigError
 
@@ -87,11 +89,13 @@ def test_entry_point_plugins_load_instances_and_factories() -> None:
     instance = EntryPoint("x", "batchprobe.engines.mlx_lm:ENGINE", ENTRY_POINT_GROUP)
     factory = EntryPoint("y", "batchprobe.engines.serve_cmd:ServeCmd", ENTRY_POINT_GROUP)
     broken = EntryPoint("z", "batchprobe.engines.no_such_module:ENGINE", ENTRY_POINT_GROUP)
-    loaded = _from_entry_point(instance)
-    assert loaded is not None and loaded.name == "mlx-lm"
-    made = _from_entry_point(factory)
-    assert made is not None and made.name == "serve-cmd"
-    assert _from_entry_point(broken) is None
+    [loaded] = entry_items(instance, Engine)
+    assert loaded.name == "mlx-lm"
+    [made] = entry_items(factory, Engine)
+    assert made.name == "serve-cmd"
+    assert entry_items(broken, Engine) == []
+    not_one = EntryPoint("w", "batchprobe.engines.mlx_lm:MlxLm.name", ENTRY_POINT_GROUP)
+    assert entry_items(not_one, Engine) == []  # a string, not an Engine
 
 
 def test_empty_registry_error() -> None:

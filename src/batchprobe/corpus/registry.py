@@ -7,18 +7,15 @@ corpus: there is no module-level state.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Iterator
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import entry_points
 from importlib.resources import files
 
-from pydantic import ValidationError
-
+from batchprobe._plugins import entry_items
 from batchprobe.corpus.models import Case
 from batchprobe.errors import ConfigError
 
 ENTRY_POINT_GROUP = "batchprobe.corpus"
-_log = logging.getLogger(__name__)
 
 
 def builtin_cases() -> list[Case]:
@@ -32,23 +29,9 @@ def builtin_cases() -> list[Case]:
     return sorted(found, key=lambda case: case.case_id)
 
 
-def _from_entry_point(entry: EntryPoint) -> list[Case]:
-    try:
-        obj = entry.load()
-        made = obj() if callable(obj) and not isinstance(obj, Case) else obj
-        cases = [made] if isinstance(made, Case) else list(made)
-    except (ImportError, AttributeError, TypeError, ValidationError) as exc:
-        _log.warning("corpus plugin %s could not be loaded: %s", entry.value, exc)
-        return []
-    if not all(isinstance(case, Case) for case in cases):
-        _log.warning("corpus plugin %s gave something that is not a Case", entry.value)
-        return []
-    return cases
-
-
 def plugin_cases() -> list[Case]:
     """Cases from installed packages' ``batchprobe.corpus`` entry points."""
-    return [case for ep in entry_points(group=ENTRY_POINT_GROUP) for case in _from_entry_point(ep)]
+    return [case for ep in entry_points(group=ENTRY_POINT_GROUP) for case in entry_items(ep, Case)]
 
 
 class Corpus:

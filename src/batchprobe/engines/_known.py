@@ -7,7 +7,6 @@ a :class:`KnownIssue`, a list of them, or a callable returning either.
 
 from __future__ import annotations
 
-import logging
 import re
 from importlib.metadata import entry_points
 from typing import Literal
@@ -15,6 +14,8 @@ from typing import Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from batchprobe._plugins import entry_items
 
 
 class KnownIssue(BaseModel):
@@ -75,24 +76,13 @@ class KnownIssue(BaseModel):
 
 
 KNOWN_ISSUES_GROUP = "batchprobe.known_issues"
-_log = logging.getLogger(__name__)
 
 
 def plugin_known_issues(engine_name: str) -> list[KnownIssue]:
     """Known issues other packages register for ``engine_name``."""
-    found: list[KnownIssue] = []
-    for entry in entry_points(group=KNOWN_ISSUES_GROUP):
-        if entry.name != engine_name:
-            continue
-        try:
-            obj = entry.load()
-            made = obj() if callable(obj) and not isinstance(obj, KnownIssue) else obj
-            issues = [made] if isinstance(made, KnownIssue) else list(made)
-        except (ImportError, AttributeError, TypeError, ValueError) as exc:
-            _log.warning("known-issue plugin %s could not be loaded: %s", entry.value, exc)
-            continue
-        if all(isinstance(issue, KnownIssue) for issue in issues):
-            found.extend(issues)
-        else:
-            _log.warning("known-issue plugin %s gave something that is not a KnownIssue", entry.value)
-    return found
+    return [
+        issue
+        for entry in entry_points(group=KNOWN_ISSUES_GROUP)
+        if entry.name == engine_name
+        for issue in entry_items(entry, KnownIssue)
+    ]

@@ -11,11 +11,11 @@ builds a fresh registry, so there is no module-level state to mutate.
 from __future__ import annotations
 
 import importlib
-import logging
 import re
 from collections.abc import Iterable, Iterator
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import entry_points
 
+from batchprobe._plugins import entry_items
 from batchprobe.engines._base import Engine
 from batchprobe.errors import ConfigError
 
@@ -32,7 +32,6 @@ BUILTIN_MODULES = (
     "batchprobe.engines.serve_cmd",
 )
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-_log = logging.getLogger(__name__)
 
 
 class EngineRegistry:
@@ -79,27 +78,11 @@ def builtin_engines() -> list[Engine]:
     return [importlib.import_module(module).ENGINE for module in BUILTIN_MODULES]
 
 
-def _from_entry_point(entry: EntryPoint) -> Engine | None:
-    try:
-        obj = entry.load()
-    except (ImportError, AttributeError) as exc:
-        # A broken plugin must not take the built-in engines down with it.
-        _log.warning("engine plugin %s could not be loaded: %s", entry.value, exc)
-        return None
-    if isinstance(obj, Engine):
-        return obj
-    if callable(obj):
-        made = obj()
-        if isinstance(made, Engine):
-            return made
-    _log.warning("engine plugin %s is not an Engine (got %r)", entry.value, obj)
-    return None
-
-
 def plugin_engines() -> list[Engine]:
     """Engines from installed packages' ``batchprobe.engines`` entry points."""
-    found = (_from_entry_point(ep) for ep in entry_points(group=ENTRY_POINT_GROUP))
-    return [engine for engine in found if engine is not None]
+    found = entry_points(group=ENTRY_POINT_GROUP)
+    # Engine is abstract: the plugin's object is an instance of a concrete subclass.
+    return [e for ep in found for e in entry_items(ep, Engine)]  # type: ignore[type-abstract]
 
 
 def default_registry() -> EngineRegistry:
