@@ -28,7 +28,7 @@ def test_bisect_finds_the_release_that_fixed_shared_kv(tmp_path: Path) -> None:
     report = json.loads(output.read_text())
     assert report["status"] == "found" and report["direction"] == "fix", out
     assert (report["first_changed"], report["last_unchanged"]) == ("0.4.0", "0.3.0"), out
-    # 0.4.0, 0.4.1 and 0.5.0 lie between: two probes, each version installed on demand.
+    # 0.4.0, 0.4.1 and 0.5.0 lie between: two probes (each version installed if missing).
     tried = [t["version"] for t in report["tries"]]
     assert tried == ["0.4.1", "0.4.0"], out
     assert all(t["judgement"] == "good" and t["correct"] is True for t in report["tries"])
