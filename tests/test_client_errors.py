@@ -211,10 +211,18 @@ def test_error_object_in_a_200_stream() -> None:
     assert "shared_kv" in record.error.message
 
 
-def test_empty_output() -> None:
-    record = exchange(stream_of([event(""), event("", "stop"), DONE]))
+@pytest.mark.parametrize("finish_reason", ["length", "content_filter"])
+def test_empty_output(finish_reason: str | None) -> None:
+    record = exchange(stream_of([event(""), event("", finish_reason), DONE]))
     assert record.error is not None
     assert record.error.kind is ErrorKind.EMPTY_OUTPUT
+
+
+def test_an_empty_answer_the_model_stopped_is_an_answer() -> None:
+    # End-of-sequence as the first token (a tiny random model does it now and then).
+    record = exchange(stream_of([event("", "stop"), DONE]))
+    assert record.error is None
+    assert record.text == "" and record.finish_reason == "stop"
 
 
 @pytest.mark.parametrize(

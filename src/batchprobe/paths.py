@@ -18,3 +18,11 @@ def cache_dir(override: Path | None = None) -> Path:
         root = Path.home() / ".cache" / "batchprobe"
     root.mkdir(parents=True, exist_ok=True)
     return root
+
+
+def huggingface_home() -> Path:
+    """Where Hugging Face libraries keep their cache here: $HF_HOME, else its XDG default."""
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"])
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "huggingface"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 
 from batchprobe.engines import Installation, RunningEngine, diagnose, launch
+from batchprobe.paths import CACHE_ENV, cache_dir
 
 from .helpers import post_json
 
@@ -19,13 +21,15 @@ pytestmark = pytest.mark.engine
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def _concurrent(eng: RunningEngine, n: int, max_tokens: int = 8) -> list[dict[str, Any]]:
+def _concurrent(
+    eng: RunningEngine, n: int, max_tokens: int = 8, preamble: str = ""
+) -> list[dict[str, Any]]:
     def one(i: int) -> dict[str, Any]:
         return post_json(
             eng.base_url + "/v1/completions",
             {
                 "model": eng.model_id,
-                "prompt": f"the code for vault {i} is",
+                "prompt": f"{preamble}the code for vault {i} is",
                 "max_tokens": max_tokens,
                 "temperature": 0,
             },
@@ -84,3 +88,29 @@ def test_0_6_0_simple_engine_refuses_overlap_by_design(
     assert bodies and all(b.startswith("HTTP 503") for b in bodies)
     found = diagnose("vllm-mlx", "0.6.0", "", bodies)
     assert [d.issue_id for d in found] == ["vllm-mlx-simple-busy-503"] and not found[0].is_bug
+
+
+def test_prefix_cache_never_outlives_a_launch(
+    vllm_mlx_060: Installation, tiny_gemma4_dir: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # vllm-mlx saves its prefix cache under ~/.cache/vllm-mlx on shutdown and loads it at
+    # start-up: without a home of the launch's own, the second launch would start warm.
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv(CACHE_ENV, str(cache_dir()))  # batchprobe's own cache stays put
+    monkeypatch.setenv("HOME", str(home))
+    logs = [tmp_path / "first.log", tmp_path / "second.log"]
+    for log in logs:
+        with launch("vllm-mlx==0.6.0", tiny_gemma4_dir, "batching", 2, log_path=log,
+                    prefix_cache=True) as eng:
+            replies = _concurrent(eng, 2, preamble="a long shared preamble " * 40)
+            assert all(r["choices"][0]["text"] for r in replies)
+    first, second = (log.read_text() for log in logs)
+    saved = re.search(r"Saved prefix cache to (\S+)", first)
+    assert saved, first[-2000:]
+    assert not Path(saved.group(1)).is_relative_to(home)
+    assert not Path(saved.group(1)).exists()  # the launch's state went with it
+    assert "No prefix cache entries found on disk" in second
+    assert not re.search(r"Loaded \d+ prefix cache entries", second)
+    assert not (home / ".cache" / "vllm-mlx").exists()

@@ -80,6 +80,9 @@ def test_seed_fail_html_in_headless_chromium(seed_fail: Path) -> None:
 
 
 def test_compare_fixed_then_seed_is_a_regression(seed_fail: Path, fixed: Path) -> None:
+    # The gate can only see the seed's errors as a regression where the fixed run had none.
+    errors = {a.spec.name: a.metrics.errors_by_kind for a in load(fixed).arms if a.metrics}
+    assert not any(errors.values()), errors
     result = CliRunner().invoke(main, ["compare", str(fixed), str(seed_fail), "--gate"])
     assert result.exit_code == 1, result.output
     flat = " ".join(result.output.split())

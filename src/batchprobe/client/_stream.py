@@ -255,8 +255,13 @@ class ReplyParser:
                 'HTTP 200 with finish_reason "error"',
                 body_excerpt=excerpt(self.text()) or None,
             )
-        if not self.pieces:
-            raise Fault(ErrorKind.EMPTY_OUTPUT, "the reply has no text")
+        if not self.pieces and self.finish_reason != "stop":
+            # An empty answer the model ended itself (end-of-sequence first) is an answer,
+            # judged by the checks like any other; without that reason, the text went missing.
+            raise Fault(
+                ErrorKind.EMPTY_OUTPUT,
+                f"the reply has no text (finish_reason {self.finish_reason!r})",
+            )
 
     def _cut_off(self) -> bool:
         """A stream closed on purpose ([DONE]) that never said why nor accounted for itself.

@@ -20,6 +20,8 @@ class ErrorKind(str, Enum):
     HTTP_STATUS = "http_status"
     FINISH_REASON_ERROR = "finish_reason_error"
     EMPTY_OUTPUT = "empty_output"
+    """No text, and no finish_reason "stop" to say the model ended it (an empty answer that
+    stopped at end-of-sequence is an answer, left to the checks)."""
     MALFORMED_STREAM = "malformed_stream"
     DISCONNECTED = "disconnected"
     EXCEEDED_MAX_TOKENS = "exceeded_max_tokens"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -143,7 +144,9 @@ def launch(
     process dies first. While it runs, the launch is recorded under the cache
     (``launches/``) so ``engines doctor`` can find it if it is ever left behind; stale
     launches of dead owners are reaped first. ``prefix_cache`` keeps the engine's default
-    prefix cache (engines that disable it to keep arms cold). ``extra_args`` are appended to
+    prefix cache (engines that disable it to keep arms cold). Each launch gets an empty
+    ``state_dir`` of its own under the cache's ``scratch/``, removed when it stops, for what an
+    engine would otherwise carry from one launch to the next. ``extra_args`` are appended to
     the engine's argv. ``extra_env`` and ``pythonpath_prepend``
     reach the engine process (e.g. a sitecustomize shim that applies patches).
     """
@@ -156,43 +159,48 @@ def launch(
     inst = require_installation(
         EngineRef(name=engine.name, version=version or None), cache_dir=cache_dir, registry=registry
     )
-    spec = LaunchSpec(
-        model=str(model),
-        mode=checked_mode,
-        concurrency=concurrency,
-        port=reserve_port(LOOPBACK),
-        prefix_cache=prefix_cache,
-    )
-    argv = [*engine.launch_argv(inst, spec), *extra_args]
-    env = _environment(engine, inst, spec, extra_env, pythonpath_prepend)
     cache = default_cache_dir(cache_dir)
     reap_stale(cache)
-    started = start_launch(argv, log_path, env, grace=stop_grace)
-    proc = started.proc
-    try:
-        record_launch(
-            cache, token=started.token, engine=f"{engine.name} {inst.version}", pid=proc.pid,
-            argv=argv, log_path=log_path,
-        )  # fmt: skip
-        base_url = f"http://{LOOPBACK}:{spec.port}"
-        ready = Readiness(proc, argv, log_path, ready_timeout, engine.fatal_startup_patterns)
-        ready.wait_for(base_url + engine.readiness_path)
-        model_id = engine.served_model_id(spec, ready.listed_models(base_url))
-        yield RunningEngine(
-            name=engine.name,
-            version=inst.version,
+    scratch = cache / "scratch"
+    scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="launch-", dir=scratch,
+                                     ignore_cleanup_errors=True) as state_dir:
+        spec = LaunchSpec(
+            model=str(model),
             mode=checked_mode,
             concurrency=concurrency,
-            base_url=base_url,
-            model_id=model_id,
-            argv=argv,
-            log_path=log_path,
-            capabilities=engine.capabilities,
-            process=proc,
-            launch_token=started.token,
+            port=reserve_port(LOOPBACK),
+            prefix_cache=prefix_cache,
+            state_dir=Path(state_dir),
         )
-    finally:
+        argv = [*engine.launch_argv(inst, spec), *extra_args]
+        env = _environment(engine, inst, spec, extra_env, pythonpath_prepend)
+        started = start_launch(argv, log_path, env, grace=stop_grace)
+        proc = started.proc
         try:
-            started.stop(grace=stop_grace)
+            record_launch(
+                cache, token=started.token, engine=f"{engine.name} {inst.version}", pid=proc.pid,
+                argv=argv, log_path=log_path,
+            )  # fmt: skip
+            base_url = f"http://{LOOPBACK}:{spec.port}"
+            ready = Readiness(proc, argv, log_path, ready_timeout, engine.fatal_startup_patterns)
+            ready.wait_for(base_url + engine.readiness_path)
+            model_id = engine.served_model_id(spec, ready.listed_models(base_url))
+            yield RunningEngine(
+                name=engine.name,
+                version=inst.version,
+                mode=checked_mode,
+                concurrency=concurrency,
+                base_url=base_url,
+                model_id=model_id,
+                argv=argv,
+                log_path=log_path,
+                capabilities=engine.capabilities,
+                process=proc,
+                launch_token=started.token,
+            )
         finally:
-            forget_launch(cache, started.token)
+            try:
+                started.stop(grace=stop_grace)
+            finally:
+                forget_launch(cache, started.token)

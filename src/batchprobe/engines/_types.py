@@ -94,3 +94,8 @@ class LaunchSpec(BaseModel):
     prefix_cache: bool = Field(
         default=False, description="Keep the engine's default prefix cache (the repeat wave)."
     )
+    state_dir: Path | None = Field(
+        default=None,
+        description="An empty directory of this launch's own, removed when it stops: for what "
+        "an engine would otherwise keep across launches (vllm-mlx's saved prefix cache).",
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from batchprobe.engines._base import PipEngine
 from batchprobe.engines._known import KnownIssue
 from batchprobe.engines._types import Capabilities, Installation, LaunchSpec, PlatformName
+from batchprobe.paths import huggingface_home
 
 SHARED_KV = KnownIssue(
     issue_id="vllm-mlx-gemma4-shared-kv",
@@ -81,6 +82,16 @@ class VllmMlx(PipEngine):
         if spec.mode == "batching":
             argv += ["--continuous-batching", "--max-num-seqs", str(spec.concurrency)]
         return argv
+
+    def launch_env(self, inst: Installation, spec: LaunchSpec) -> dict[str, str]:
+        if spec.state_dir is None:
+            return {}
+        # With its prefix cache on (the repeat wave), vllm-mlx saves the cache under
+        # ~/.cache/vllm-mlx/prefix_cache/<model path> on shutdown and loads it at start-up,
+        # whichever version saved it: a launch would start warm with an earlier run's (or an
+        # earlier version's) KV. A home of the launch's own keeps every launch cold and leaves
+        # the user's cache alone; the Hugging Face cache stays where it is.
+        return {"HOME": str(spec.state_dir), "HF_HOME": str(huggingface_home())}
 
 
 ENGINE = VllmMlx()
