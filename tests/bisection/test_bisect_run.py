@@ -9,9 +9,11 @@ import pytest
 from click.testing import CliRunner
 
 from batchprobe.bisect import BisectPlan, plan_bisect, run_bisect
+from batchprobe.bisect.run import judge
 from batchprobe.cli import main
 from batchprobe.errors import ConfigError
-from batchprobe.results.bisect import BisectReport, BisectStatus, Judgement, VersionTry
+from batchprobe.results.bisect import BisectReport, BisectStatus, Criterion, Judgement, VersionTry
+from batchprobe.results.models import Environment, Report, RunConfig, Status, Verdict
 
 VERSIONS = "0.3.0,0.4.0,0.4.1,0.5.0,0.6.0"
 FIXED_IN = "0.4.0"
@@ -128,3 +130,34 @@ def test_bad_input_is_a_usage_error_naming_the_option(
     assert result.exit_code == 2, result.output
     assert names in result.output and "Traceback" not in result.output
     assert not (tmp_path / "b.json").exists() and not (tmp_path / "b-verdicts").exists()
+
+
+_ENV = Environment(batchprobe_version="0", python="3", platform="linux")
+
+
+@pytest.mark.parametrize(
+    ("correct", "criterion", "judged"),
+    [
+        (None, Criterion.CORRECT, Judgement.SKIPPED),  # a tiny random model: recall unknown
+        (None, Criterion.NO_FAILURE, Judgement.GOOD),
+        (False, Criterion.NO_FAILURE, Judgement.BAD),
+        (True, Criterion.NO_FAILURE, Judgement.GOOD),
+        (False, Criterion.CORRECT, Judgement.BAD),
+    ],
+)
+def test_judge_by_criterion(correct: bool | None, criterion: Criterion, judged: Judgement) -> None:
+    report = Report(
+        status=Status.OK, started_at="2026-12-01T00:00:00Z", run_id="r",
+        config=RunConfig(base_url="http://127.0.0.1:1"), environment=_ENV,
+        verdict=Verdict(correct=correct, reasons=["why"]),
+    )  # fmt: skip
+    assert judge(report, criterion)[0] is judged
+
+
+def test_judge_skips_a_run_that_stopped() -> None:
+    report = Report(
+        status=Status.ERROR, started_at="2026-12-01T00:00:00Z", run_id="r",
+        config=RunConfig(base_url="http://127.0.0.1:1"), environment=_ENV,
+        verdict=Verdict(correct=False),
+    )  # fmt: skip
+    assert judge(report, Criterion.NO_FAILURE)[0] is Judgement.SKIPPED

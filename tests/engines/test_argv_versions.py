@@ -159,6 +159,8 @@ def test_install_recipes_follow_the_platform() -> None:
     mac = vm.install_recipe("0.3.0", "macos-arm64")
     assert mac.steps == (("{python}", "-m", "pip", "install", "vllm-mlx==0.3.0"),)
     assert "mlx[cpu]" not in get_engine("mlx-lm").install_recipe("0.32.2", "macos-arm64").steps[0]
+    # mlx-lm asks only for an mlx floor; a later mlx line breaks an older mlx-lm.
+    assert "mlx[cpu]==0.31.*" in get_engine("mlx-lm").install_recipe("0.31.1", "linux").steps[0]
     llama = get_engine("llama.cpp")
     assert "-DGGML_METAL=ON" in llama.install_recipe("0.3.36", "macos-arm64").steps[1]
     assert "-DGGML_METAL=ON" not in llama.install_recipe("0.3.36", "linux").steps[1]

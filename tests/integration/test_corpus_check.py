@@ -7,7 +7,7 @@ from pathlib import Path
 
 from batchprobe.client.types import ErrorKind
 from batchprobe.corpus import Expectation, check
-from batchprobe.results.models import Outcome
+from batchprobe.results.models import Outcome, Status
 
 from .fakeprobe import probe
 from .test_fake_probe import fast
@@ -39,3 +39,6 @@ def test_a_healthy_server_is_clean(tmp_path: Path) -> None:
     report = probe(tmp_path, fast(batching="continuous", slowdown=0.05), shapes=["burst"])
     assert check(report, Expectation(correct=True, no_errors=True, not_diagnosed=["x"])) == []
     assert check(report, Expectation(correct=False)) == ["correct is True, expected False"]
+    # A case whose bug kills the engine expects the run to end engine_died.
+    died = check(report, Expectation(status=Status.ENGINE_DIED))
+    assert died == ["the run ended ok, expected engine_died"]

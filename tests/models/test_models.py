@@ -1,4 +1,4 @@
-"""Model aliases and the tiny gemma3 builder."""
+"""Model aliases and the tiny gemma3 and llama builders."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from batchprobe.engines import Installation, install
 from batchprobe.errors import ConfigError
-from batchprobe.models import resolve_model, tiny_gemma3
+from batchprobe.models import resolve_model, tiny_gemma3, tiny_llama
 
 
 @pytest.fixture(scope="module")
@@ -76,3 +76,28 @@ def test_rebuilding_replaces_the_directory(tmp_path: Path, builder: Installation
     (target / "stale.bin").write_text("old")
     tiny_gemma3.build(target, python=builder.python)
     assert not (target / "stale.bin").exists() and (target / "tokenizer.json").is_file()
+
+
+_GREEDY = """
+import sys
+from mlx_lm import load, generate
+model, tok = load(sys.argv[1])
+for prompt in ("the code for vault one is", "my server log says error at port ten"):
+    print(repr(generate(model, tok, prompt, max_tokens=8, verbose=False)))
+print(type(model.make_cache()[0]).__name__ if hasattr(model, "make_cache") else "KVCache")
+"""
+
+
+@pytest.mark.engine
+def test_tiny_llama_loads_in_mlx_lm_and_its_answer_depends_on_the_prompt(
+    tmp_path: Path, builder: Installation
+) -> None:
+    path = tiny_llama.build(tmp_path / "tiny-llama", python=builder.python)
+    config = json.loads((path / "config.json").read_text())
+    assert config["model_type"] == "llama" and "sliding_window" not in config
+    done = subprocess.run([str(builder.python), "-c", _GREEDY, str(path)],
+                          capture_output=True, text=True, check=True, timeout=300)  # fmt: skip
+    first, second, cache = done.stdout.splitlines()[-3:]
+    # Sharp attention: two prompts give two answers (a prompt answered from another's KV shows).
+    assert first != second and len(first) > 4
+    assert cache == "KVCache"  # every layer global: no sliding-window cache

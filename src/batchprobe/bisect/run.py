@@ -159,6 +159,7 @@ def judge(report: Report, criterion: Criterion) -> tuple[Judgement, str]:
         Criterion.OUTCOME: None
         if verdict.outcome is Outcome.INCONCLUSIVE
         else verdict.outcome is Outcome.PASS,
+        Criterion.NO_FAILURE: verdict.correct is not False,
     }[criterion]
     why = "; ".join(verdict.reasons[:2]) or verdict.outcome.value
     if value is None:

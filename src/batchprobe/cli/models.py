@@ -13,6 +13,7 @@ from batchprobe.models import resolve_model
 TINY_BUILDERS = {
     "gemma3": "batchprobe.models.tiny_gemma3",
     "gemma4": "batchprobe.models.tiny_gemma4",
+    "llama": "batchprobe.models.tiny_llama",
 }
 
 

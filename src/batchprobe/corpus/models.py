@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from batchprobe.client.types import ErrorKind
 from batchprobe.errors import ConfigError
-from batchprobe.results.models import Outcome
+from batchprobe.results.models import Outcome, Status
 
 _ID = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
@@ -20,6 +20,9 @@ class _Model(BaseModel):
 class Expectation(_Model):
     """What the verdict of one version must show; a field left out is not checked."""
 
+    status: Status = Field(
+        default=Status.OK, description="How the run ends: ok, or engine_died for a bug that kills it."
+    )
     outcome: Outcome | None = None
     correct: bool | None = None
     parallel: bool | None = None
@@ -52,7 +55,7 @@ class Case(_Model):
     references: list[str] = Field(description="Upstream issues and pull requests.")
     engine: str
     model: str = Field(
-        description="A model alias (gemma3-270m) or a tiny offline model: tiny:gemma3, tiny:gemma4."
+        description="A model alias (gemma3-270m) or a tiny offline model: tiny:gemma3, tiny:gemma4, tiny:llama."
     )
     run: dict[str, JsonValue] = Field(
         default_factory=dict, description="plan_run options: sessions, workloads, shapes, arms..."

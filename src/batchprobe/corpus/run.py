@@ -8,12 +8,12 @@ from pathlib import Path
 from batchprobe.corpus.models import Case, CaseResult, Expectation
 from batchprobe.engines import install
 from batchprobe.errors import ConfigError
-from batchprobe.models import tiny_gemma3, tiny_gemma4
+from batchprobe.models import tiny_gemma3, tiny_gemma4, tiny_llama
 from batchprobe.paths import cache_dir as default_cache_dir
 from batchprobe.probe import ProbeListener, plan_run, run_plan
-from batchprobe.results.models import Report, Status
+from batchprobe.results.models import Report
 
-TINY = ("tiny:gemma3", "tiny:gemma4")
+TINY = ("tiny:gemma3", "tiny:gemma4", "tiny:llama")
 
 
 def case_model(model: str, cache_dir: Path | None = None) -> str:
@@ -29,6 +29,8 @@ def case_model(model: str, cache_dir: Path | None = None) -> str:
     shutil.rmtree(staging, ignore_errors=True)
     if family == "gemma4":
         tiny_gemma4.build(staging)
+    elif family == "llama":
+        tiny_llama.build(staging, cache_dir=cache_dir)
     else:
         tiny_gemma3.build(staging, cache_dir=cache_dir)
     staging.rename(target)
@@ -38,9 +40,10 @@ def case_model(model: str, cache_dir: Path | None = None) -> str:
 def check(report: Report, expect: Expectation) -> list[str]:
     """How ``report`` differs from ``expect``; [] when it is as expected."""
     found: list[str] = []
-    if report.status is not Status.OK:
+    if report.status is not expect.status:
         detail = report.error.message if report.error else ""
-        found.append(f"the run stopped: {report.status.value} {detail}".strip())
+        found.append(f"the run ended {report.status.value}, expected {expect.status.value} "
+                     f"{detail}".strip())
     verdict = report.verdict
     for name in ("outcome", "correct", "parallel"):
         wanted, got = getattr(expect, name), getattr(verdict, name)

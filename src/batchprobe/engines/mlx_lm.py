@@ -2,8 +2,34 @@
 
 from __future__ import annotations
 
+from packaging.version import Version
+
 from batchprobe.engines._base import PipEngine
+from batchprobe.engines._known import KnownIssue
 from batchprobe.engines._types import Installation, LaunchSpec, PlatformName
+
+ROTATING_MERGE = KnownIssue(
+    issue_id="mlx-lm-rotating-cache-merge",
+    title="mlx-lm's batch generator crashes merging sliding-window caches of different lengths",
+    patterns=(r"BatchRotatingKVCache\.merge", r"keys\[i : i \+ 1, :, p : p \+ c\._idx\]"),
+    where="log",
+    affected="<0.31.2",
+    explanation=(
+        "When prompts are prefilled together and one of them starts from a stored prompt cache, "
+        "BatchRotatingKVCache.merge copies each row's sliding-window keys into a batch sized for "
+        "the longest row, and a row whose window already wrapped does not fit: ValueError "
+        "[broadcast_shapes] in the generation thread. The thread dies, /v1/models keeps "
+        "answering, and every request after it hangs (mlx-lm #983; merge rewritten in 0.31.2)."
+    ),
+    remedy="Upgrade to mlx-lm>=0.31.2, or serve sliding-window models (Gemma 3) one at a time.",
+    fixed_in="0.31.2",
+)
+
+
+def _minor(version: str) -> str:
+    """``0.31`` of ``0.31.1``: the mlx release line an mlx-lm version was made with."""
+    release = Version(version).release
+    return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
 
 
 class MlxLm(PipEngine):
@@ -14,6 +40,7 @@ class MlxLm(PipEngine):
     description = "Apple MLX's reference server (mlx_lm.server); MLX-format model directories."
     package = "mlx-lm"
     default_version = "0.32.2"
+    known_issues = (ROTATING_MERGE,)
     # A model that fails to load kills the generation thread; the HTTP server keeps
     # answering /health with 503 forever.
     fatal_startup_patterns = (r"generation thread died",)
@@ -21,8 +48,10 @@ class MlxLm(PipEngine):
     def pip_requirements(self, version: str, platform: PlatformName) -> list[list[str]]:
         if platform == "macos-arm64":
             return [[f"mlx-lm=={version}"]]
-        # Linux has no Metal: mlx's CPU backend is a separate extra.
-        return [["mlx[cpu]", f"mlx-lm=={version}"]]
+        # Linux has no Metal: mlx's CPU backend is a separate extra. mlx-lm is released in
+        # step with mlx and asks only for a floor: a later mlx breaks an older mlx-lm (0.31.x
+        # under mlx 0.32: "There is no Stream(cpu, 0) in current thread" at the first batch).
+        return [[f"mlx[cpu]=={_minor(version)}.*", f"mlx-lm=={version}"]]
 
     def launch_argv(self, inst: Installation, spec: LaunchSpec) -> list[str]:
         slots = 1 if spec.mode == "simple" else spec.concurrency

@@ -1,8 +1,8 @@
-"""Writes a tiny random gemma3_text model. Runs under an engine venv's python.
+"""Writes a tiny random gemma3_text (or llama) model. Runs under an engine venv's python.
 
 Standalone on purpose (numpy, safetensors and tokenizers only, no batchprobe
 import): batchprobe itself stays free of those dependencies, and the mlx-lm
-environment already has all three.  Usage: python this.py OUT_DIR SEED
+environment already has all three.  Usage: python this.py OUT_DIR SEED [gemma3|llama]
 """
 
 from __future__ import annotations
@@ -125,7 +125,28 @@ def write_tokenizer(out: Path) -> None:
     (out / "special_tokens_map.json").write_text(json.dumps(specials, indent=2))
 
 
-def model_config() -> dict[str, object]:
+def model_config(family: str) -> dict[str, object]:
+    if family == "llama":
+        return {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": HIDDEN,
+            "intermediate_size": FFN,
+            "num_hidden_layers": LAYERS,
+            "num_attention_heads": HEADS,
+            "num_key_value_heads": KV_HEADS,
+            "head_dim": HEAD_DIM,
+            "vocab_size": VOCAB_SIZE,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 10000.0,
+            "max_position_embeddings": 8192,
+            "hidden_act": "silu",
+            "tie_word_embeddings": False,
+            "torch_dtype": "float32",
+            "pad_token_id": 0,
+            "eos_token_id": 1,
+            "bos_token_id": 2,
+        }
     return {
         "architectures": ["Gemma3ForCausalLM"],
         "model_type": "gemma3_text",
@@ -156,7 +177,7 @@ def model_config() -> dict[str, object]:
     }
 
 
-def weights(seed: int) -> dict[str, np.ndarray]:
+def weights(seed: int, family: str) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
 
     def rand(*shape: int, std: float = 0.08) -> np.ndarray:
@@ -164,7 +185,7 @@ def weights(seed: int) -> dict[str, np.ndarray]:
 
     out = {
         "model.embed_tokens.weight": rand(VOCAB_SIZE, HIDDEN, std=1.0),
-        "model.norm.weight": rand(HIDDEN, std=0.1),
+        "model.norm.weight": rand(HIDDEN, std=0.1) + (1.0 if family == "llama" else 0.0),
     }
     head = rand(VOCAB_SIZE, HIDDEN, std=0.5)
     # Special tokens get zero logits, so greedy decoding never stops early on <eos>.
@@ -172,15 +193,23 @@ def weights(seed: int) -> dict[str, np.ndarray]:
     out["lm_head.weight"] = head
     for i in range(LAYERS):
         p = f"model.layers.{i}."
-        out[p + "self_attn.q_proj.weight"] = rand(HEADS * HEAD_DIM, HIDDEN)
-        out[p + "self_attn.k_proj.weight"] = rand(KV_HEADS * HEAD_DIM, HIDDEN)
+        # The llama's attention is sharp (large query and key weights): its answer depends on
+        # which tokens the prompt holds, so a prompt answered from another's KV shows.
+        qk = 0.6 if family == "llama" else 0.08
+        out[p + "self_attn.q_proj.weight"] = rand(HEADS * HEAD_DIM, HIDDEN, std=qk)
+        out[p + "self_attn.k_proj.weight"] = rand(KV_HEADS * HEAD_DIM, HIDDEN, std=qk)
         out[p + "self_attn.v_proj.weight"] = rand(KV_HEADS * HEAD_DIM, HIDDEN)
         out[p + "self_attn.o_proj.weight"] = rand(HIDDEN, HEADS * HEAD_DIM)
-        out[p + "self_attn.q_norm.weight"] = rand(HEAD_DIM, std=0.1)
-        out[p + "self_attn.k_norm.weight"] = rand(HEAD_DIM, std=0.1)
         out[p + "mlp.gate_proj.weight"] = rand(FFN, HIDDEN)
         out[p + "mlp.up_proj.weight"] = rand(FFN, HIDDEN)
         out[p + "mlp.down_proj.weight"] = rand(HIDDEN, FFN)
+        if family == "llama":
+            # Llama scales by the norm weight itself (gemma by 1 + weight).
+            for norm in ("input_layernorm", "post_attention_layernorm"):
+                out[p + norm + ".weight"] = 1.0 + rand(HIDDEN, std=0.1)
+            continue
+        out[p + "self_attn.q_norm.weight"] = rand(HEAD_DIM, std=0.1)
+        out[p + "self_attn.k_norm.weight"] = rand(HEAD_DIM, std=0.1)
         for norm in (
             "input_layernorm",
             "post_attention_layernorm",
@@ -191,14 +220,14 @@ def weights(seed: int) -> dict[str, np.ndarray]:
     return out
 
 
-def main(out: Path, seed: int) -> None:
+def main(out: Path, seed: int, family: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    save_file(weights(seed), str(out / "model.safetensors"), metadata={"format": "pt"})
-    (out / "config.json").write_text(json.dumps(model_config(), indent=2))
+    save_file(weights(seed, family), str(out / "model.safetensors"), metadata={"format": "pt"})
+    (out / "config.json").write_text(json.dumps(model_config(family), indent=2))
     generation = {"bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0, "do_sample": False}
     (out / "generation_config.json").write_text(json.dumps(generation, indent=2))
     write_tokenizer(out)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), int(sys.argv[2]))
+    main(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "gemma3")

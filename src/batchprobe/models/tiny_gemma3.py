@@ -33,15 +33,19 @@ def builder_python(cache_dir: Path | None = None) -> Path:
 
 
 def build(
-    path: Path, seed: int = 0, *, python: Path | None = None, cache_dir: Path | None = None
+    path: Path, seed: int = 0, *, python: Path | None = None, cache_dir: Path | None = None,
+    family: str = "gemma3",
 ) -> Path:
-    """Write the model into ``path`` (replaced if present) and return it."""
+    """Write the model into ``path`` (replaced if present) and return it.
+
+    ``family`` "llama" writes the same tiny model as a llama (every layer global attention).
+    """
     target = Path(path)
     interpreter = python or builder_python(cache_dir)
     staging = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     done = subprocess.run(
-        [str(interpreter), str(SCRIPT), str(staging), str(seed)],
+        [str(interpreter), str(SCRIPT), str(staging), str(seed), family],
         check=False,
         capture_output=True,
         text=True,
@@ -49,7 +53,7 @@ def build(
     )
     if done.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
-        raise ConfigError("model", f"building the tiny gemma3 failed:\n{done.stderr[-2000:]}")
+        raise ConfigError("model", f"building the tiny {family} failed:\n{done.stderr[-2000:]}")
     shutil.rmtree(target, ignore_errors=True)
     staging.rename(target)
     return target

@@ -26,7 +26,7 @@ def situation(s: SessionResult) -> str:
         return ""
     words = []
     if sit.copy_index:
-        words.append("its second copy")
+        words.append(f"its copy {sit.copy_index + 1}")
     if sit.decoding_at_arrival:
         words.append(f"joined while {sit.decoding_at_arrival} were decoding")
     elif sit.in_flight_at_arrival:

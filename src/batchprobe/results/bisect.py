@@ -26,6 +26,9 @@ class Criterion(str, Enum):
     CORRECT = "correct"  # verdict.correct is true (the default: a batching bug is about answers)
     PARALLEL = "parallel"  # verdict.parallel is true
     OUTCOME = "outcome"  # the whole verdict is PASS
+    # No check the verdict judged failed (correct is not false): for a tiny random model,
+    # whose recall cannot be judged, an error, crash or cross-talk still makes a version bad.
+    NO_FAILURE = "no-failure"
 
 
 class Judgement(str, Enum):

@@ -38,7 +38,7 @@ class Situation(_Model):
 
     shape: str
     api: Literal["completions", "chat"]
-    copy_index: int = Field(default=0, description="repeat: 0 first send, 1 the same item again")
+    copy_index: int = Field(default=0, description="repeat: 0 first send, 1 and on the same item again")
     arrival_s: float = Field(description="Seconds after its wave started.")
     in_flight_at_arrival: int = Field(description="Other requests of the arm in flight, decoding or not.")
     decoding_at_arrival: int = Field(description="Of those, how many had streamed a token.")

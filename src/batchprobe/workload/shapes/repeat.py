@@ -1,4 +1,4 @@
-"""repeat: the same prompt twice in flight, shared long prefixes, a prompt re-sent after it ended.
+"""repeat: the same prompt twice in flight, shared long prefixes, prompts re-sent after they ended.
 
 The one wave sent with the server's prefix cache as users run it; judged against the cold serial
 references, with the cached tokens the server reported recorded per request.
@@ -12,10 +12,19 @@ from batchprobe.workload.haystack import filler_lines
 from batchprobe.workload.items import WorkItem
 from batchprobe.workload.needle import needle_line
 from batchprobe.workload.recall import ending, recall_item
-from batchprobe.workload.shapes._types import AfterFinish, Send, ShapeContext, ShapePlan
+from batchprobe.workload.shapes._types import (
+    AfterFinish,
+    AfterTokens,
+    Send,
+    ShapeContext,
+    ShapePlan,
+)
 
 TWINS = 2
 FAMILY = 3
+# Re-sent after they ended, one over each request path: a server may cache what a prompt
+# left behind on one path only (mlx-lm stores a prompt checkpoint for chat requests).
+RESENT = 2
 SHARED = 0.88  # of the haystack, ahead of each family member's own suffix (contract: >= 80%)
 
 
@@ -48,8 +57,8 @@ class Repeat:
     name = "repeat"
     sends = (
         "recall prompts with the prefix cache on: two items each sent twice at once, three "
-        "sharing an 88% prefix (needle in the suffix), one re-sent as soon as it finished while "
-        "the others are still in flight"
+        "sharing an 88% prefix (needle in the suffix), two (one per request path) re-sent while "
+        "each decodes and again as soon as it finished, while the others are still in flight"
     )
     checks = (
         "every copy finds its own needle (another session's = cross-talk) against the cold serial "
@@ -65,10 +74,10 @@ class Repeat:
         tokens = max(ctx.haystack_tokens // 3, 64)
         twin_sessions = ctx.take_sessions(TWINS)
         family = _family(ctx, rng, ctx.take_sessions(FAMILY), tokens)
-        (resent,) = ctx.take_sessions(1)
+        resent = ctx.take_sessions(RESENT)
         singles = []
         for index, (session, code) in enumerate(
-            zip([*twin_sessions, resent], ctx.new_codes(rng, TWINS + 1))
+            zip([*twin_sessions, *resent], ctx.new_codes(rng, TWINS + RESENT))
         ):
             api = ctx.api_for(index)
             singles.append(
@@ -79,18 +88,25 @@ class Repeat:
                     rng=rng,
                     haystack_tokens=tokens,
                     chat=api == "chat",
-                    # The re-sent one ends first, so the others are still in flight when it returns.
-                    max_tokens=ctx.recall_max_tokens if session == resent else 2 * ctx.recall_max_tokens,
+                    # A re-sent one ends first, so the others are still in flight when it returns.
+                    max_tokens=ctx.recall_max_tokens if session in resent else 2 * ctx.recall_max_tokens,
                     chars_per_token=ctx.chars_per_token,
                     shape=self.name,
                     api=api,
                 )
             )
-        twins, again = singles[:TWINS], singles[TWINS]
-        sends = [Send(t, copy_index=c) for t in twins for c in (0, 1)]
-        sends += [Send(f) for f in family] + [Send(again)]
-        sends.append(Send(again, copy_index=1, after=AfterFinish(again.session)))
-        return ShapePlan(self.name, [*twins, *family, again], sends, prefix_cache=True)
-
+        twins, again = singles[:TWINS], singles[TWINS:]
+        # The re-sent ones go first, so each is prefilled beside other prompts, not last: a
+        # server that stores what a batched prefill left behind under the wrong row (mlx-lm
+        # 0.31.0 gave every row the last row's KV) then answers the re-send from another prompt.
+        sends = [Send(a) for a in again]
+        sends += [Send(t, copy_index=c) for t in twins for c in (0, 1)]
+        sends += [Send(f) for f in family]
+        for a in again:
+            # Again while it decodes (only what its prefill stored can serve it), then again
+            # once it ended (what the whole answer left behind).
+            sends.append(Send(a, copy_index=1, after=AfterTokens((a.session,), 1)))
+            sends.append(Send(a, copy_index=2, after=AfterFinish(a.session)))
+        return ShapePlan(self.name, [*twins, *family, *again], sends, prefix_cache=True)
 
 SHAPE = Repeat()
