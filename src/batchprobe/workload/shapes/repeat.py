@@ -22,8 +22,8 @@ from batchprobe.workload.shapes._types import (
 
 TWINS = 2
 FAMILY = 3
-# Re-sent after they ended, one over each request path: a server may cache what a prompt
-# left behind on one path only (mlx-lm stores a prompt checkpoint for chat requests).
+# Re-sent while they decode and after they ended, one over each request path: a server may
+# cache what a prompt left behind on one path only (mlx-lm checkpoints chat prompts only).
 RESENT = 2
 SHARED = 0.88  # of the haystack, ahead of each family member's own suffix (contract: >= 80%)
 
@@ -108,5 +108,6 @@ class Repeat:
             sends.append(Send(a, copy_index=1, after=AfterTokens((a.session,), 1)))
             sends.append(Send(a, copy_index=2, after=AfterFinish(a.session)))
         return ShapePlan(self.name, [*twins, *family, *again], sends, prefix_cache=True)
+
 
 SHAPE = Repeat()
