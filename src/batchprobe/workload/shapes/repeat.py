@@ -76,10 +76,13 @@ class Repeat:
         family = _family(ctx, rng, ctx.take_sessions(FAMILY), tokens)
         resent = ctx.take_sessions(RESENT)
         singles = []
-        for index, (session, code) in enumerate(
-            zip([*twin_sessions, *resent], ctx.new_codes(rng, TWINS + RESENT))
+        # One item over the other request path, the second re-sent one (sent second, so its
+        # prefill has company): one per shape, so a model that does recall over one path only
+        # (a base model over chat) keeps its serial recall.
+        apis = [ctx.api_for(0)] * (TWINS + 1) + [ctx.api_for(1)]
+        for api, session, code in zip(
+            apis, [*twin_sessions, *resent], ctx.new_codes(rng, TWINS + RESENT)
         ):
-            api = ctx.api_for(index)
             singles.append(
                 recall_item(
                     run_id=ctx.run_id,
