@@ -126,30 +126,7 @@ def write_tokenizer(out: Path) -> None:
 
 
 def model_config(family: str) -> dict[str, object]:
-    if family == "llama":
-        return {
-            "architectures": ["LlamaForCausalLM"],
-            "model_type": "llama",
-            "hidden_size": HIDDEN,
-            "intermediate_size": FFN,
-            "num_hidden_layers": LAYERS,
-            "num_attention_heads": HEADS,
-            "num_key_value_heads": KV_HEADS,
-            "head_dim": HEAD_DIM,
-            "vocab_size": VOCAB_SIZE,
-            "rms_norm_eps": 1e-6,
-            "rope_theta": 10000.0,
-            "max_position_embeddings": 8192,
-            "hidden_act": "silu",
-            "tie_word_embeddings": False,
-            "torch_dtype": "float32",
-            "pad_token_id": 0,
-            "eos_token_id": 1,
-            "bos_token_id": 2,
-        }
-    return {
-        "architectures": ["Gemma3ForCausalLM"],
-        "model_type": "gemma3_text",
+    shared: dict[str, object] = {
         "hidden_size": HIDDEN,
         "intermediate_size": FFN,
         "num_hidden_layers": LAYERS,
@@ -158,22 +135,35 @@ def model_config(family: str) -> dict[str, object]:
         "head_dim": HEAD_DIM,
         "vocab_size": VOCAB_SIZE,
         "rms_norm_eps": 1e-6,
+        "max_position_embeddings": 8192,
+        "tie_word_embeddings": False,
+        "torch_dtype": "float32",
+        "pad_token_id": 0,
+        "eos_token_id": 1,
+        "bos_token_id": 2,
+    }
+    if family == "llama":
+        return {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            **shared,
+            "rope_theta": 10000.0,
+            "hidden_act": "silu",
+        }
+    return {
+        "architectures": ["Gemma3ForCausalLM"],
+        "model_type": "gemma3_text",
+        **shared,
         "rope_theta": 1000000.0,
         "rope_local_base_freq": 10000.0,
         "query_pre_attn_scalar": HEAD_DIM,
         "sliding_window": 8,
         "sliding_window_pattern": 2,
         "layer_types": ["sliding_attention", "full_attention"],
-        "max_position_embeddings": 8192,
         "hidden_activation": "gelu_pytorch_tanh",
         "rope_scaling": None,
         "attn_logit_softcapping": None,
         "final_logit_softcapping": None,
-        "tie_word_embeddings": False,
-        "torch_dtype": "float32",
-        "pad_token_id": 0,
-        "eos_token_id": 1,
-        "bos_token_id": 2,
     }
 
 
@@ -200,6 +190,9 @@ def weights(seed: int, family: str) -> dict[str, np.ndarray]:
         out[p + "self_attn.k_proj.weight"] = rand(KV_HEADS * HEAD_DIM, HIDDEN, std=qk)
         out[p + "self_attn.v_proj.weight"] = rand(KV_HEADS * HEAD_DIM, HIDDEN)
         out[p + "self_attn.o_proj.weight"] = rand(HIDDEN, HEADS * HEAD_DIM)
+        if family != "llama":
+            out[p + "self_attn.q_norm.weight"] = rand(HEAD_DIM, std=0.1)
+            out[p + "self_attn.k_norm.weight"] = rand(HEAD_DIM, std=0.1)
         out[p + "mlp.gate_proj.weight"] = rand(FFN, HIDDEN)
         out[p + "mlp.up_proj.weight"] = rand(FFN, HIDDEN)
         out[p + "mlp.down_proj.weight"] = rand(HIDDEN, FFN)
@@ -208,8 +201,6 @@ def weights(seed: int, family: str) -> dict[str, np.ndarray]:
             for norm in ("input_layernorm", "post_attention_layernorm"):
                 out[p + norm + ".weight"] = 1.0 + rand(HIDDEN, std=0.1)
             continue
-        out[p + "self_attn.q_norm.weight"] = rand(HEAD_DIM, std=0.1)
-        out[p + "self_attn.k_norm.weight"] = rand(HEAD_DIM, std=0.1)
         for norm in (
             "input_layernorm",
             "post_attention_layernorm",
