@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import click
 
 from batchprobe.models import resolve_model
-
-# Builders by family; each module exposes build(path, seed=0) -> Path.
-TINY_BUILDERS = {
-    "gemma3": "batchprobe.models.tiny_gemma3",
-    "gemma4": "batchprobe.models.tiny_gemma4",
-    "llama": "batchprobe.models.tiny_llama",
-}
+from batchprobe.models.tiny import TINY_FAMILIES, build_tiny
 
 
 @click.group(name="models")
@@ -30,10 +23,9 @@ def resolve_cmd(model: str) -> None:
 
 
 @models.command(name="build-tiny")
-@click.argument("family", type=click.Choice(sorted(TINY_BUILDERS)))
+@click.argument("family", type=click.Choice(TINY_FAMILIES))
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--seed", type=int, default=0, show_default=True, help="Weight seed.")
 def build_tiny_cmd(family: str, directory: Path, seed: int) -> None:
     """Build a tiny random FAMILY model (offline) into DIRECTORY."""
-    builder = importlib.import_module(TINY_BUILDERS[family])
-    click.echo(str(builder.build(directory, seed=seed)))
+    click.echo(str(build_tiny(family, directory, seed=seed)))

@@ -8,12 +8,12 @@ from pathlib import Path
 from batchprobe.corpus.models import Case, CaseResult, Expectation
 from batchprobe.engines import install
 from batchprobe.errors import ConfigError
-from batchprobe.models import tiny_gemma3, tiny_gemma4, tiny_llama
+from batchprobe.models.tiny import TINY_FAMILIES, build_tiny
 from batchprobe.paths import cache_dir as default_cache_dir
 from batchprobe.probe import ProbeListener, plan_run, run_plan
 from batchprobe.results.models import Report
 
-TINY = ("tiny:gemma3", "tiny:gemma4", "tiny:llama")
+TINY = tuple(f"tiny:{family}" for family in TINY_FAMILIES)
 
 
 def case_model(model: str, cache_dir: Path | None = None) -> str:
@@ -27,12 +27,7 @@ def case_model(model: str, cache_dir: Path | None = None) -> str:
         return str(target)
     staging = target.with_name(f".{target.name}.building")
     shutil.rmtree(staging, ignore_errors=True)
-    if family == "gemma4":
-        tiny_gemma4.build(staging)
-    elif family == "llama":
-        tiny_llama.build(staging, cache_dir=cache_dir)
-    else:
-        tiny_gemma3.build(staging, cache_dir=cache_dir)
+    build_tiny(family, staging, cache_dir=cache_dir)
     staging.rename(target)
     return str(target)
 

