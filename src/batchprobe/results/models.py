@@ -11,6 +11,7 @@ from yarl import URL
 
 from batchprobe.client.types import ErrorKind, RequestError, chunk_texts
 from batchprobe.results.diagnosis import Diagnosis
+from batchprobe.results.findings import Finding, Judged
 from batchprobe.results.shapes import SelfCheck, ShapeStatus, Situation, WaveResult
 from batchprobe.results.sweep import Envelope
 from batchprobe.results.thresholds import Thresholds
@@ -451,6 +452,13 @@ class Report(_Model):
     error: RunError | None = Field(default=None, description="Why the run stopped early.")
     envelope: Envelope | None = Field(default=None, description="The sweep's findings, if it ran.")
     log_tail: str | None = Field(default=None, description="Engine log tail when it failed.")
+    findings: list[Finding] = Field(
+        default_factory=list,
+        description="Every judgement of the run (the verdict and every report render these).",
+    )
+    judged: list[Judged] = Field(
+        default_factory=list, description="How many answers each check judged, per arm and shape."
+    )
 
     def arm(self, name: str) -> ArmResult | None:
         return next((a for a in self.arms if a.spec.name == name), None)
