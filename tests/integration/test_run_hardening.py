@@ -91,9 +91,11 @@ def test_a_failed_warm_up_is_an_error_of_its_arm(tmp_path: Path) -> None:
         report = run_plan(plan_run(base_url=url, output=tmp_path / "v.json", **TINY))
     assert report.status is Status.OK
     arm = report.arms[0]
-    assert arm.error is not None and arm.error.startswith("warm-up failed: http_status")
+    assert arm.warm_up_error is not None and arm.warm_up_error.http_status == 500
     assert report.verdict.outcome is Outcome.FAIL
-    assert any("warm-up failed" in r for r in report.verdict.reasons)
+    assert any(f.kind.value == "warm_up" and f.arm == arm.spec.name and f.hard
+               for f in report.findings)
+    assert any("the warm-up request failed (http_status)" in r for r in report.verdict.reasons)
 
 
 def test_a_server_answering_html_is_inconclusive_not_fail(tmp_path: Path) -> None:

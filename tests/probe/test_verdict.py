@@ -68,12 +68,15 @@ def test_errors_fail_correctness():
     err = RequestError(kind=ErrorKind.FINISH_REASON_ERROR, message="finish_reason error")
     v, _ = _verdict(_serial(), _concurrent(s0={"error": err, "hit": None}))
     assert v.correct is False
-    assert any("finish_reason_error x1" in r for r in v.reasons)
+    assert any("session 0" in r and "errored (finish_reason_error)" in r for r in v.reasons)
 
 
-def test_recall_drop_beyond_tolerance_fails():
-    v, comps = _verdict(_serial(), _concurrent(s0={"hit": False}, s1={"hit": False}))
-    assert comps[0].recall_delta == -0.5 and v.correct is False
+def test_a_single_recall_miss_fails_nothing_tolerated():
+    # One miss of 4 (25%), never replayed here: a failure, not a tolerated flip.
+    v, comps = _verdict(_serial(), _concurrent(s0={"hit": False}))
+    assert comps[0].recall_delta == -0.25 and v.correct is False
+    assert any("session 0" in r and "missed its needle" in r for r in v.reasons)
+    assert not any("every self-check held" in r for r in v.reasons)
 
 
 def test_low_baseline_recall_is_inconclusive_with_advice():

@@ -43,14 +43,15 @@ def test_cross_talk_run_regresses_against_a_healthy_one(
 ) -> None:
     code, out = _compare(str(pass_verdict), str(cross_talk_verdict), "--gate", *NOISE)
     assert code == 1, out
-    assert "concurrent.cross_talk failed" in out and "concurrent.recall" in out
+    assert "concurrent.burst.cross_talk failed" in out and "run.outcome failed" in out
+    assert "did not run" not in out
     # Without --gate the comparison is only shown.
     code, out = _compare(str(pass_verdict), str(cross_talk_verdict), *NOISE)
     assert code == 0 and "regression" in out
     # The other way round the leak is fixed, not a regression.
     code, out = _compare(str(cross_talk_verdict), str(pass_verdict), "--gate", *NOISE)
     assert code == 0, out
-    assert "concurrent.cross_talk passes" in out
+    assert "concurrent.burst.cross_talk passes" in out
 
 
 def test_throughput_drop_beyond_the_tolerance_is_a_regression(

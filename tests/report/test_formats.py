@@ -33,7 +33,8 @@ def test_pass_verdict_junit_all_pass(pass_verdict: Path, tmp_path: Path) -> None
     cases = _junit_cases(render_junit(report), tmp_path)
     checks = run_checks(report)
     assert set(cases) == {f"batchprobe.{c.name}" for c in checks}
-    assert "batchprobe.concurrent.cross_talk" in cases and "batchprobe.run.parallel" in cases
+    assert "batchprobe.concurrent.burst.cross_talk" in cases and "batchprobe.run.parallel" in cases
+    assert "batchprobe.concurrent.params.count" in cases and "batchprobe.run.correct" in cases
     failed = [n for n, c in cases.items() if any(isinstance(r, Failure) for r in c.result)]
     assert failed == []
 
@@ -46,11 +47,13 @@ def test_cross_talk_verdict_junit_failure_carries_the_reason(
     keep(cross_talk_verdict)
     (keep(cross_talk_verdict).with_suffix(".junit.xml")).write_text(xml)
     cases = _junit_cases(xml, tmp_path)
-    leak = cases["batchprobe.concurrent.cross_talk"]
+    leak = cases["batchprobe.concurrent.burst.cross_talk"]
     failures = [r for r in leak.result if isinstance(r, Failure)]  # type: ignore[attr-defined]
-    assert failures and "got the code of" in (failures[0].message or "")
-    serial = cases["batchprobe.serial.cross_talk"]
+    assert failures and "answered with the code of session(s)" in (failures[0].message or "")
+    serial = cases["batchprobe.serial.burst.errors"]
     assert not serial.result  # type: ignore[attr-defined]
+    for run_level in ("batchprobe.run.correct", "batchprobe.run.outcome"):
+        assert any(isinstance(r, Failure) for r in cases[run_level].result)  # type: ignore[attr-defined]
     suite = next(iter(JUnitXml.fromfile(str(tmp_path / "report.junit.xml"))))
     assert suite.failures == sum(c.status is CheckStatus.FAILED for c in run_checks(report)) >= 2
 

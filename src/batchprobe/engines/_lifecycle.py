@@ -13,7 +13,7 @@ from pathlib import Path
 from batchprobe.engines._base import Engine
 from batchprobe.engines._envs import require_installation, resolve
 from batchprobe.engines._launches import forget_launch, reap_stale, record_launch
-from batchprobe.engines._process import reserve_port, start_launch
+from batchprobe.engines._process import Launch, reserve_port, start_launch
 from batchprobe.engines._ready import Readiness
 from batchprobe.engines._ref import EngineRef
 from batchprobe.engines._registry import EngineRegistry
@@ -115,6 +115,15 @@ def _pick_engine(
     return engine, version
 
 
+def _scratch(cache_dir: Path | None) -> tuple[Path, Path]:
+    """The cache (stale launches of dead owners reaped) and its scratch folder."""
+    cache = default_cache_dir(cache_dir)
+    reap_stale(cache)
+    scratch = cache / "scratch"
+    scratch.mkdir(parents=True, exist_ok=True)
+    return cache, scratch
+
+
 @contextmanager
 def launch(
     ref: EngineRef | str,
@@ -136,19 +145,13 @@ def launch(
     """Start the engine for one configuration, wait until it is ready, stop it on exit.
 
     Raises EngineNotInstalled (with the install command), EngineExitedEarly or
-    EngineFailedToStart (with the log tail and the argv to reproduce; also when the
-    program cannot be executed at all). The whole launch is stopped when the block ends,
-    however it ends: the process group and every process marked with the launch token
-    (escapees that called ``setsid``), SIGTERM, then SIGKILL after ``stop_grace``
-    seconds; a watchdog (and ``PR_SET_PDEATHSIG`` on Linux) does the same if this
-    process dies first. While it runs, the launch is recorded under the cache
-    (``launches/``) so ``engines doctor`` can find it if it is ever left behind; stale
-    launches of dead owners are reaped first. ``prefix_cache`` keeps the engine's default
-    prefix cache (engines that disable it to keep arms cold). Each launch gets an empty
-    ``state_dir`` of its own under the cache's ``scratch/``, removed when it stops, for what an
-    engine would otherwise carry from one launch to the next. ``extra_args`` are appended to
-    the engine's argv. ``extra_env`` and ``pythonpath_prepend``
-    reach the engine process (e.g. a sitecustomize shim that applies patches).
+    EngineFailedToStart (with the log tail and the argv to reproduce). However the block
+    ends, the whole launch is stopped: its process group and every process marked with its
+    launch token, SIGTERM then SIGKILL after ``stop_grace`` s; a watchdog (and
+    ``PR_SET_PDEATHSIG``) does the same if this process dies first. The launch is recorded
+    under the cache (``launches/``) for ``engines doctor``, and gets an empty ``state_dir``
+    under ``scratch/``, removed when it stops. ``prefix_cache`` keeps the engine's default
+    prefix cache; ``extra_args``, ``extra_env`` and ``pythonpath_prepend`` reach the engine.
     """
     engine, version = _pick_engine(ref, registry, serve_cmd)
     checked_mode = check_mode(mode)
@@ -159,10 +162,7 @@ def launch(
     inst = require_installation(
         EngineRef(name=engine.name, version=version or None), cache_dir=cache_dir, registry=registry
     )
-    cache = default_cache_dir(cache_dir)
-    reap_stale(cache)
-    scratch = cache / "scratch"
-    scratch.mkdir(parents=True, exist_ok=True)
+    cache, scratch = _scratch(cache_dir)
     with tempfile.TemporaryDirectory(prefix="launch-", dir=scratch,
                                      ignore_cleanup_errors=True) as state_dir:
         spec = LaunchSpec(
@@ -176,31 +176,36 @@ def launch(
         argv = [*engine.launch_argv(inst, spec), *extra_args]
         env = _environment(engine, inst, spec, extra_env, pythonpath_prepend)
         started = start_launch(argv, log_path, env, grace=stop_grace)
-        proc = started.proc
         try:
-            record_launch(
-                cache, token=started.token, engine=f"{engine.name} {inst.version}", pid=proc.pid,
-                argv=argv, log_path=log_path,
-            )  # fmt: skip
-            base_url = f"http://{LOOPBACK}:{spec.port}"
-            ready = Readiness(proc, argv, log_path, ready_timeout, engine.fatal_startup_patterns)
-            ready.wait_for(base_url + engine.readiness_path)
-            model_id = engine.served_model_id(spec, ready.listed_models(base_url))
-            yield RunningEngine(
-                name=engine.name,
-                version=inst.version,
-                mode=checked_mode,
-                concurrency=concurrency,
-                base_url=base_url,
-                model_id=model_id,
-                argv=argv,
-                log_path=log_path,
-                capabilities=engine.capabilities,
-                process=proc,
-                launch_token=started.token,
-            )
+            record_launch(cache, token=started.token, engine=f"{engine.name} {inst.version}",
+                          pid=started.proc.pid, argv=argv, log_path=log_path)  # fmt: skip
+            yield _ready(engine, inst.version, spec, argv, log_path, ready_timeout, started)
         finally:
             try:
                 started.stop(grace=stop_grace)
             finally:
                 forget_launch(cache, started.token)
+
+
+def _ready(
+    engine: Engine, version: str, spec: LaunchSpec, argv: list[str], log_path: Path,
+    ready_timeout: float, started: Launch,
+) -> RunningEngine:
+    """Wait for a started engine to answer, and describe it."""
+    proc = started.proc
+    base_url = f"http://{LOOPBACK}:{spec.port}"
+    ready = Readiness(proc, argv, log_path, ready_timeout, engine.fatal_startup_patterns)
+    ready.wait_for(base_url + engine.readiness_path)
+    return RunningEngine(
+        name=engine.name,
+        version=version,
+        mode=spec.mode,
+        concurrency=spec.concurrency,
+        base_url=base_url,
+        model_id=engine.served_model_id(spec, ready.listed_models(base_url)),
+        argv=argv,
+        log_path=log_path,
+        capabilities=engine.capabilities,
+        process=proc,
+        launch_token=started.token,
+    )

@@ -98,6 +98,52 @@ def _workloads(workloads: str | Sequence[str] | None) -> dict[str, object]:
     return {"workloads": [w.strip() for w in names if w.strip()]}
 
 
+def _fields(
+    settings: dict[str, object],
+    workloads: str | Sequence[str] | None,
+    shapes: str | Sequence[str] | None,
+    prompt_style: PromptStyle | None,
+    base_url: str | None,
+) -> dict[str, object]:
+    """RunConfig fields from the settings (Thresholds fields go under ``thresholds``)."""
+    thresholds = {k: settings.pop(k) for k in list(settings) if k in Thresholds.model_fields}
+    fields: dict[str, object] = {
+        **settings, **_workloads(workloads), **_shapes(shapes), "base_url": base_url
+    }
+    if thresholds:
+        fields["thresholds"] = thresholds
+    if prompt_style is not None:
+        fields["prompt_style"] = prompt_style
+    return fields
+
+
+def _plan_shape(
+    first: RunConfig,
+    arms: str | Sequence[ArmSpec] | None,
+    sweep: str | Sequence[int] | None,
+    quick: bool,
+    managed: bool,
+) -> dict[str, object]:
+    """The plan's arms, or its sweep (the default: doubling to 2 x --sessions)."""
+    sessions = first.sessions
+    if sweep is not None and (quick or arms is not None):
+        raise ConfigError("sweep", "a sweep is its own plan: drop --quick or --arms")
+    if quick and arms is not None:
+        raise ConfigError("quick", "--quick is a plan of arms already: drop --arms")
+    if isinstance(arms, str):
+        return {"arms": parse_arms(arms, managed=managed)}
+    if arms is not None:
+        return {"arms": list(arms)}
+    if quick:
+        return {"arms": engine_arms(sessions) if managed else url_arms(sessions)}
+    depths, auto = (
+        parse_sweep(sweep, sessions, first.max_sessions)
+        if sweep is not None
+        else (doubling(min(2 * sessions, 1024)), False)
+    )
+    return {"arms": [baseline_arm(managed)], "sweep": depths, "sweep_auto": auto}
+
+
 def plan_run(
     *,
     base_url: str | None = None,
@@ -119,14 +165,10 @@ def plan_run(
 ) -> RunPlan:
     """Validate a run and decide everything left open; raises ``ConfigError`` naming the field.
 
-    With neither ``base_url`` nor ``engine`` the run launches llama.cpp serving gemma3-270m,
-    building llama-server first when it is missing. The plan is the serial cold baseline and a
-    sweep doubling to 2 x ``sessions`` (``sweep``: a list of depths, or ``"auto"``: doubling to
-    ``max_sessions``, default 4 x ``sessions``, stopping at the knee); ``quick`` or ``arms``
-    gives a plan of arms instead (the quick one: serial, then ``sessions`` at once). ``shapes`` names traffic shapes (default:
-    every shape the server supports). ``settings`` are ``RunConfig`` fields
-    (``sessions``, ``seed``, ``request_seed``, ``request_timeout_s``, ...) and ``Thresholds``
-    fields (``min_speedup``, ...); what is not given takes the model's default.
+    With neither ``base_url`` nor ``engine`` it launches llama.cpp serving gemma3-270m (built
+    on first use). The plan: the serial cold baseline and a sweep doubling to 2 x ``sessions``
+    (``sweep``: depths, or ``"auto"``); ``quick`` or ``arms``: a plan of arms instead.
+    ``settings``: ``RunConfig`` and ``Thresholds`` fields; the rest take their defaults.
     """
     output = Path(output)
     managed = base_url is None
@@ -134,34 +176,10 @@ def plan_run(
         raise ConfigError(
             "base_url", "probes a running server: drop --engine/--serve-cmd/--patch/--engine-arg"
         )
-    thresholds = {k: settings.pop(k) for k in list(settings) if k in Thresholds.model_fields}
-    fields: dict[str, object] = {
-        **settings, **_workloads(workloads), **_shapes(shapes), "base_url": base_url
-    }
-    if thresholds:
-        fields["thresholds"] = thresholds
-    if prompt_style is not None:
-        fields["prompt_style"] = prompt_style
+    fields = _fields(settings, workloads, shapes, prompt_style, base_url)
     # Bounds first: a bad number fails before a model is assembled or an engine resolved.
     first = _validated(fields)
-    sessions = first.sessions
-    if sweep is not None and (quick or arms is not None):
-        raise ConfigError("sweep", "a sweep is its own plan: drop --quick or --arms")
-    if quick and arms is not None:
-        raise ConfigError("quick", "--quick is a plan of arms already: drop --arms")
-    if isinstance(arms, str):
-        fields["arms"] = parse_arms(arms, managed=managed)
-    elif arms is not None:
-        fields["arms"] = list(arms)
-    elif quick:
-        fields["arms"] = engine_arms(sessions) if managed else url_arms(sessions)
-    else:
-        depths, auto = (
-            parse_sweep(sweep, sessions, first.max_sessions)
-            if sweep is not None
-            else (doubling(min(2 * sessions, 1024)), False)
-        )
-        fields.update(arms=[baseline_arm(managed)], sweep=depths, sweep_auto=auto)
+    fields.update(_plan_shape(first, arms, sweep, quick, managed))
     if first.max_sessions is not None and not fields.get("sweep_auto"):
         raise ConfigError("max_sessions", "applies to --sweep auto only")
     _validated(fields)
@@ -169,30 +187,22 @@ def plan_run(
     argv = _serve_argv(serve_cmd)
     for name in patches:
         get_patch(name)
-    provider: EndpointProvider
-    if managed:
-        ref, model_path = engine_target(engine, model, cache_dir)
-        style = prompt_style or _STYLE_FOR_API[get_engine(ref.name).capabilities.default_api]
-        config = _validated(
-            {**fields, "engine": str(ref), "model": model_path, "prompt_style": style,
-             "patches": list(patches), "engine_args": list(engine_args)}
-        )  # fmt: skip
-        provider = EngineProvider(
-            ref,
-            model_path,
-            log_dir=output.with_name(output.stem + "-logs"),
-            cache_dir=cache_dir,
-            ready_timeout=config.ready_timeout_s,
-            patches=patches,
-            engine_args=engine_args,
-            serve_cmd=argv,
-            # The default run builds what it needs (llama-server, ~7 min) on first use.
-            auto_install=engine is None,
-            on_install_step=on_install_step,
-        )
-    else:
+    if not managed:
         config = _validated({**fields, "model": model})
-        provider = url_provider(config.base_url or "", model)
+        return RunPlan(config=config, provider=url_provider(config.base_url or "", model),
+                       output=output)
+    ref, model_path = engine_target(engine, model, cache_dir)
+    style = prompt_style or _STYLE_FOR_API[get_engine(ref.name).capabilities.default_api]
+    config = _validated(
+        {**fields, "engine": str(ref), "model": model_path, "prompt_style": style,
+         "patches": list(patches), "engine_args": list(engine_args)}
+    )  # fmt: skip
+    # The default run builds what it needs (llama-server, ~7 min) on first use.
+    provider = EngineProvider(
+        ref, model_path, log_dir=output.with_name(output.stem + "-logs"), cache_dir=cache_dir,
+        ready_timeout=config.ready_timeout_s, patches=patches, engine_args=engine_args,
+        serve_cmd=argv, auto_install=engine is None, on_install_step=on_install_step,
+    )  # fmt: skip
     return RunPlan(config=config, provider=provider, output=output)
 
 

@@ -6,7 +6,6 @@ import asyncio
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from pydantic import JsonValue
 
@@ -14,7 +13,7 @@ from batchprobe.client import OpenAIClient
 from batchprobe.client.types import Api, CompletionRequest, ErrorKind, RequestRecord
 from batchprobe.results.models import ArmResult, PromptStyle, SessionResult
 from batchprobe.results.thresholds import Thresholds
-from batchprobe.workload.checks import self_check
+from batchprobe.workload.checks import count_sources, self_check
 from batchprobe.workload.items import WorkItem
 from batchprobe.workload.scoring import score_recall
 from batchprobe.workload.shapes import ShapePlan
@@ -48,10 +47,23 @@ class ArmContext:
     def default_api(self) -> Api:
         return "chat" if self.prompt_style == "chat" else "completions"
 
-    @cached_property
+    # Every needle and every counting session planted on the launch (shared by the copies a
+    # sweep step makes): an answer is scored against all of them, not only its own step's.
+    planted_codes: dict[int, str] = field(default_factory=dict)
+    counting: set[int] = field(default_factory=set)
+
+    def plant(self, plans: list[ShapePlan]) -> None:
+        for item in (i for plan in plans for i in plan.items):
+            if item.expected_code is not None:
+                self.planted_codes[item.session] = item.expected_code
+            if item.workload == "decode":
+                self.counting.add(item.session)
+
+    @property
     def codes(self) -> dict[int, str]:
         """Every session's needle code (scored against every recall answer)."""
-        return {i.session: i.expected_code for i in self.items if i.expected_code is not None}
+        own = {i.session: i.expected_code for i in self.items if i.expected_code is not None}
+        return {**self.planted_codes, **own}
 
 
 def _is_buffered(times: list[float], span_ms: float) -> bool:
@@ -95,6 +107,12 @@ def to_session(
         result.cross_talk_from = score.cross_talk_from
     if rec.error is None:
         result.check = self_check(item, rec.text, rec.pieces)
+        check = result.check
+        if item.workload == "decode" and check is not None and not check.passed:
+            # A count that broke into another session's numbers: cross-talk, with its source.
+            broken = sum(len(p) for p in rec.pieces[: check.token or 0])
+            counting = ctx.counting or {i.session for i in ctx.items if i.workload == "decode"}
+            result.cross_talk_from = count_sources(rec.text[broken:], item.session, counting)
     return result
 
 

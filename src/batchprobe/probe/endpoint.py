@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from batchprobe.engines import default_registry, diagnose
-from batchprobe.errors import BatchprobeError
+from batchprobe.errors import BatchprobeError, EngineDied
 from batchprobe.results.diagnosis import Diagnosis
-from batchprobe.results.models import ArmSpec
+from batchprobe.results.models import ArmResult, ArmSpec
+
+_EXIT_WAIT_S = 2.0
 
 CacheControl = Literal["request_field", "restart", "none"]
 
@@ -89,3 +91,17 @@ def known_from_bodies(error_bodies: list[str]) -> list[Diagnosis]:
 
 def url_provider(base_url: str, model: str | None = None) -> UrlProvider:
     return UrlProvider(base_url, model)
+
+
+def engine_died(ep: Endpoint, arm: ArmResult, when: str) -> EngineDied | None:
+    """EngineDied with the exit code and log tail when the managed engine has exited."""
+    if ep.process is None:
+        return None
+    # It stopped answering: give an exiting process a moment to be done.
+    code = ep.process.exit_code(_EXIT_WAIT_S)
+    if code is None:
+        return None
+    arm.engine_exit_code = code
+    how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+    where = f"; log: {ep.log_path}" if ep.log_path else ""
+    return EngineDied(f"the engine {how} {when}{where}", log_tail=ep.process.log_tail())

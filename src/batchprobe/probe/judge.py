@@ -1,22 +1,50 @@
-"""Correctness per shape: errors, cross-talk, and self-checks judged where the serial reference passed.
+"""The judge: every answer against its own request and its serial reference, as findings.
 
-Every failure names its arm, its shape and its sessions, with each session's situation, so it
-reads like "arm batching@8, shape join: session 21 (joined while 4 were decoding) count broke at
-token 3 ('!!!!')". Recall misses keep a tolerance per shape (one flipped answer in a shape is
-what engines that are not batch-invariant produce); a broken count, a bias or stop not honoured,
-an error or cross-talk is a failure on its own.
+The only place a judgement is made (``results.findings`` says how the outputs read it):
+
+- an error is a failure; a refusal of a path or parameter in the serial reference makes the
+  item "not supported by this server" (not judged), and the same refusal under concurrency
+  where the reference was served stays a failure;
+- an answer holding another session's content (needle, count, turn) is cross-talk;
+- a self-check that broke (recall, count, bias, stop), a reply that ended early, usage that is
+  not the reply's own, a greedy row whose token was not its top-1: failures, judged only
+  where the item's cold serial reference passed;
+- a wrong answer with only its own content (a miss, a broken count, an early end) is replayed
+  in its wave (``probe.replay``): wrong again is a failure, right every time a numerics flip,
+  which is soft and named; flips far above the serial rate are a failure again;
+- greedy divergence from the serial run is soft (a failure with ``strict_greedy``); greedy rows
+  beside sampled ones that diverge far more than those beside greedy ones were sampled.
+
+Every line names the arm, the shape and the sessions, with each session's situation.
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
-from batchprobe.results.models import ArmResult, SessionResult
+from batchprobe.client.types import ErrorKind
+from batchprobe.probe.answers import ended_early, not_top1, refused, usage_mismatch
+from batchprobe.probe.divergence import sampled_divergence
+from batchprobe.results.arms import ArmComparison, ArmResult
+from batchprobe.results.findings import CheckName, Finding, FindingKind, Judged
+from batchprobe.results.sessions import SessionResult
+from batchprobe.results.shapes import SelfCheck
 from batchprobe.results.thresholds import Thresholds
-from batchprobe.workload.checks import count_sources
 
-_MAX_LINES = 6  # per arm and shape; the rest are counted
+# Wrong answers with only their own content: replayed before they are called a failure.
+REPLAYABLE = frozenset({FindingKind.RECALL_MISS, FindingKind.COUNT_BROKE, FindingKind.ENDED_EARLY})
+_SELF_CHECK = {
+    "recall": FindingKind.RECALL_MISS,
+    "count": FindingKind.COUNT_BROKE,
+    "bias": FindingKind.BIAS,
+    "stop": FindingKind.STOP,
+}
+# Checks that judge an answer's content (a run where none judged anything is not judged).
+CONTENT_CHECKS: frozenset[CheckName] = frozenset(
+    {"recall", "count", "length", "bias", "stop", "usage", "greedy"}
+)
 
 
 def situation(s: SessionResult) -> str:
@@ -28,12 +56,12 @@ def situation(s: SessionResult) -> str:
     if sit.copy_index:
         words.append(f"its copy {sit.copy_index + 1}")
     if sit.decoding_at_arrival:
-        words.append(f"joined while {sit.decoding_at_arrival} were decoding")
+        words.append(f"joined while {sit.decoding_at_arrival} were decoding (client's view)")
     elif sit.in_flight_at_arrival:
-        words.append(f"arrived with {sit.in_flight_at_arrival} in flight")
+        words.append(f"sent with {sit.in_flight_at_arrival} in flight (client's view)")
     token = s.check.token if s.check is not None else None
     gone = [d for d in sit.departures if token is None or d.at_token <= token]
-    if gone and token is not None:
+    if gone:
         last = gone[-1]
         words.append(
             f"after session {last.session} left at its token {last.at_token} "
@@ -54,156 +82,317 @@ def passed(s: SessionResult) -> bool | None:
     return s.hit if s.workload == "recall" else None
 
 
-def _is_reference(index: int, arm: ArmResult) -> bool:
+def is_reference(index: int, arm: ArmResult) -> bool:
     """The baseline (the first arm), or a serial pass run for a sweep step's references."""
     return index == 0 or arm.spec.role == "reference"
 
 
-def _passed_references(arms: list[ArmResult]) -> dict[int, SessionResult]:
-    return {
-        s.session: s
-        for index, arm in enumerate(arms)
-        if _is_reference(index, arm)
-        for s in arm.sessions
-        if s.ok and passed(s) and (s.situation is None or s.situation.copy_index == 0)
-    }
+@dataclass
+class References:
+    """The serial references of a run's items: passed, refused, or failed their own check."""
+
+    passed: dict[int, SessionResult] = field(default_factory=dict)
+    refused: dict[int, SessionResult] = field(default_factory=dict)
+    failed: dict[int, SessionResult] = field(default_factory=dict)
 
 
-def _leak_sources(s: SessionResult, arm: ArmResult) -> str:
-    """For a params row that broke: the overlapping rows whose parameters differ, named."""
-    if s.situation is None:
-        return ""
-    mine = s.situation.params
-    others = [
-        o for o in arm.sessions
-        if o.shape == s.shape and o.session != s.session and o.situation is not None
-        and o.situation.params != mine and o.start_s < s.end_s and s.start_s < o.end_s
-    ]
-    for o in others:
-        forced = o.situation.bias_text if o.situation else None
-        if forced and forced.strip() and forced.strip() in s.text:
-            return f"; it shows session {o.session}'s parameter ({o.situation.params})"  # type: ignore[union-attr]
-    if not others:
-        return ""
-    broken = s.text[_broken_at(s):]
-    sampled = [o for o in others if o.situation and o.situation.sampled]
-    if sampled and not s.situation.sampled and not any(c.isdigit() for c in broken):
-        names = ", ".join(f"session {o.session} ({o.situation.params})" for o in sampled)  # type: ignore[union-attr]
-        return f"; a greedy row that reads sampled: it shows the parameters of {names}"
-    listed = ", ".join(f"session {o.session} ({o.situation.params})" for o in others[:4])  # type: ignore[union-attr]
-    return f"; a parameter leak? rows in flight with other parameters: {listed}"
+def references(arms: Sequence[ArmResult]) -> References:
+    refs = References()
+    for index, arm in enumerate(arms):
+        if not is_reference(index, arm):
+            continue
+        for s in arm.sessions:
+            if s.situation is not None and s.situation.copy_index:
+                continue
+            if s.error is not None:
+                (refs.refused if refused(s) else refs.failed)[s.session] = s
+            elif passed(s) is False:
+                refs.failed[s.session] = s
+            else:
+                refs.passed[s.session] = s
+    return refs
 
 
-def _broken_at(s: SessionResult) -> int:
-    token = s.check.token if s.check is not None and s.check.token is not None else 0
-    return sum(len(p) for p in s.pieces[:token])
+def _step(arm: ArmResult) -> int | None:
+    return arm.spec.depth
 
 
-def _self_check_failure(s: SessionResult, arm: ArmResult, counting: set[int]) -> str:
-    detail = s.check.detail if s.check is not None else "failed its check"
-    line = f"session {s.session}{situation(s)} {detail}"
-    if s.workload == "decode":
-        sources = count_sources(s.text, s.session, counting)
-        if sources:
-            line += f"; its text has the count of session(s) {', '.join(map(str, sources))} (cross-talk)"
-    if s.shape == "params":
-        line += _leak_sources(s, arm)
-    return line
+def _copy(s: SessionResult) -> int:
+    return s.situation.copy_index if s.situation is not None else 0
 
 
-def _errors(s: SessionResult) -> str:
-    kind = s.error.kind.value if s.error is not None else "?"
-    return f"session {s.session}{situation(s)} errored ({kind})"
+def _finding(arm: ArmResult, s: SessionResult, kind: FindingKind, detail: str, **kw: object) -> Finding:
+    return Finding(
+        arm=arm.spec.name,
+        step=_step(arm),
+        shape=s.shape,
+        kind=kind,
+        sessions=[s.session],
+        copy_index=_copy(s),
+        evidence=detail,
+        message=f"session {s.session}{situation(s)} {detail}",
+        **kw,  # type: ignore[arg-type]
+    )
 
 
-def _cross_talk(s: SessionResult) -> str:
+def _error(arm: ArmResult, s: SessionResult, refs: References, reference: bool) -> Finding:
+    error = s.error
+    kind = error.kind if error is not None else ErrorKind.MALFORMED_STREAM
+    status = f" {error.http_status}" if error is not None and error.http_status else ""
+    detail = f"errored ({kind.value}{status}): {error.message if error else ''}"
+    unsupported = refused(s) and (reference or s.session in refs.refused)
+    if unsupported:
+        return _finding(arm, s, FindingKind.UNSUPPORTED, f"not served by this server: {detail}",
+                        severity="info", error_kind=kind)
+    return _finding(arm, s, FindingKind.ERROR, detail, error_kind=kind)
+
+
+def _cross_talk(arm: ArmResult, s: SessionResult) -> Finding:
     sources = ", ".join(map(str, s.cross_talk_from))
-    return f"session {s.session}{situation(s)} answered with the code of session(s) {sources} (cross-talk)"
+    what = "the code" if s.workload == "recall" else "the content"
+    detail = f"answered with {what} of session(s) {sources} (cross-talk): {s.text[:48]!r}"
+    return _finding(arm, s, FindingKind.CROSS_TALK, detail, sources=list(s.cross_talk_from))
 
 
-def _recall_tolerance(judged: int, t: Thresholds) -> int:
-    # One miss per shape is tolerated whenever any drop is (max_recall_drop > 0).
-    return max(math.floor(t.max_recall_drop * judged), 1 if t.max_recall_drop > 0 else 0)
+@dataclass
+class _Tally:
+    judged: dict[tuple[str | None, CheckName], int] = field(
+        default_factory=lambda: defaultdict(int)
+    )
+
+    def count(self, shape: str | None, check: CheckName) -> None:
+        self.judged[(shape, check)] += 1
 
 
-def _arm_failures(arm: ArmResult, refs: dict[int, SessionResult], t: Thresholds, is_base: bool) -> dict[str, list[str]]:
-    by_shape: dict[str, list[str]] = defaultdict(list)
-    counting = {s.session for s in arm.sessions if s.workload == "decode"}
-    recall_judged: dict[str, int] = defaultdict(int)
-    recall_missed: dict[str, list[SessionResult]] = defaultdict(list)
-    errored: dict[str, list[SessionResult]] = defaultdict(list)
+def _content(
+    arm: ArmResult, s: SessionResult, ref: SessionResult, t: Thresholds, tally: _Tally
+) -> list[Finding]:
+    """Every check of one concurrent answer whose reference passed."""
+    found: list[Finding] = []
+    check: SelfCheck | None = s.check
+    if check is None and s.workload == "recall" and s.hit is not None:
+        # Scored without a checker: its hit says.
+        check = SelfCheck(kind="recall", passed=s.hit, detail=None if s.hit else "missed its needle")
+    if check is not None:
+        tally.count(s.shape, check.kind)
+        if not check.passed:
+            found.append(_finding(arm, s, _SELF_CHECK[check.kind], check.detail or "failed"))
+    sampled = s.situation is not None and s.situation.sampled
+    for name, kind, detail in (
+        ("length", FindingKind.ENDED_EARLY, None if sampled else ended_early(s, ref, t.length_slack)),
+        ("usage", FindingKind.USAGE, usage_mismatch(s, ref, t.length_slack)),
+    ):
+        tally.count(s.shape, name)  # type: ignore[arg-type]
+        if detail is not None:
+            found.append(_finding(arm, s, kind, detail))
+    if s.top_logprobs:
+        tally.count(s.shape, "greedy")
+        top = not_top1(s)
+        if top is not None:
+            found.append(_finding(arm, s, FindingKind.SAMPLED, top))
+    return found
+
+
+def wrong_again(s: SessionResult, ref: SessionResult, t: Thresholds) -> bool:
+    """A replayed answer went wrong again (any way at all)."""
+    if s.error is not None or s.cross_talk_from or passed(s) is False:
+        return True
+    return ended_early(s, ref, t.length_slack) is not None
+
+
+def _replayed(arm: ArmResult, f: Finding, refs: References, t: Thresholds) -> Finding:
+    """A replayable finding after its replays: still a failure, or a soft flip."""
+    session = f.sessions[0]
+    again = [r for r in arm.replays if r.session == session and _copy(r) == f.copy_index]
+    ref = refs.passed.get(session)
+    if not again or ref is None:
+        return f
+    failed = sum(wrong_again(r, ref, t) for r in again)
+    counts = {"replays": len(again), "replays_failed": failed}
+    if failed:
+        message = f"{f.message}; wrong again in {failed}/{len(again)} replays of its wave"
+        return f.model_copy(update={"message": message, **counts})
+    message = (
+        f"{f.message}; right in {len(again)}/{len(again)} replays of its wave: a numerics flip"
+    )
+    return f.model_copy(
+        update={"kind": FindingKind.FLIP, "severity": "soft", "message": message, **counts}
+    )
+
+
+def _flip_rate(arm: ArmResult, flips: list[Finding], judged: int, t: Thresholds) -> Finding | None:
+    serial = arm.serial_replays
+    serial_rate = sum(1 for s in serial if s.error or passed(s) is False) / len(serial) if serial else 0.0
+    rate = len(flips) / judged if judged else 0.0
+    if len(flips) < 2 or rate <= t.max_flip_rate or rate <= 3 * serial_rate:
+        return None
+    sessions = sorted({s for f in flips for s in f.sessions})
+    return Finding(
+        arm=arm.spec.name,
+        step=_step(arm),
+        kind=FindingKind.FLIP_RATE,
+        sessions=sessions,
+        evidence=f"{len(flips)}/{judged} answers flipped; serial {serial_rate:.0%}",
+        message=(
+            f"{len(flips)}/{judged} answers ({rate:.0%}) were wrong once and right on replay, "
+            f"against {serial_rate:.0%} of {len(serial)} serial references replayed alone: "
+            f"far above what numerics flip (threshold {t.max_flip_rate:.0%})"
+        ),
+    )
+
+
+def _arm_level(arm: ArmResult) -> list[Finding]:
+    base = {"arm": arm.spec.name, "step": _step(arm)}
+    found = []
+    if arm.warm_up_error is not None:
+        e = arm.warm_up_error
+        found.append(Finding(**base, kind=FindingKind.WARM_UP, error_kind=e.kind,  # type: ignore[arg-type]
+                             evidence=e.message,
+                             message=f"the warm-up request failed ({e.kind.value}): {e.message}"))
+    if arm.error is not None:
+        found.append(Finding(**base, kind=FindingKind.NOT_RUN, message=arm.error))  # type: ignore[arg-type]
+    if arm.server_alive_after is False:
+        found.append(Finding(**base, kind=FindingKind.SERVER_DEAD,  # type: ignore[arg-type]
+                             message="the server stopped answering (no 1-token generation)"))
+    if arm.state in ("failed", "interrupted", "running", "pending"):
+        severity = "hard" if arm.state == "failed" else "info"
+        found.append(Finding(**base, kind=FindingKind.NOT_RUN, severity=severity,  # type: ignore[arg-type]
+                             message=f"did not complete (state {arm.state})"))
+    return found
+
+
+def _errors_grouped(found: list[Finding]) -> list[Finding]:
+    """One error finding per shape and error kind, listing its sessions."""
+    groups: dict[tuple[str | None, ErrorKind | None], list[Finding]] = defaultdict(list)
+    rest = []
+    for f in found:
+        if f.kind is FindingKind.ERROR:
+            groups[(f.shape, f.error_kind)].append(f)
+        else:
+            rest.append(f)
+    merged = []
+    for group in groups.values():
+        if len(group) <= 3:
+            merged += group
+            continue
+        first = group[0]
+        sessions = [s for f in group for s in f.sessions]
+        kind = first.error_kind.value if first.error_kind else "error"
+        merged.append(first.model_copy(update={
+            "sessions": sessions,
+            "message": f"sessions {', '.join(map(str, sessions))} errored ({kind}): "
+                       f"{first.evidence.split(': ', 1)[-1]}",
+        }))
+    return merged + rest
+
+
+def judge_arm(
+    arm: ArmResult, reference: bool, refs: References, t: Thresholds
+) -> tuple[list[Finding], list[Judged]]:
+    """Every finding of one arm (or step), and how many answers each check judged."""
+    found = _arm_level(arm)
+    tally = _Tally()
     for s in arm.sessions:
         if s.error is not None:
-            errored[s.shape].append(s)
+            found.append(_error(arm, s, refs, reference))
             continue
-        if s.cross_talk_from and s.workload == "recall":
-            by_shape[s.shape].append(_cross_talk(s))
+        tally.count(s.shape, "errors")
+        if s.cross_talk_from:
+            found.append(_cross_talk(arm, s))
             continue
-        verdict = passed(s)
-        if is_base or s.session not in refs or verdict is None:
+        ref = refs.passed.get(s.session)
+        if reference or ref is None:
             continue
-        if s.workload == "recall":
-            recall_judged[s.shape] += 1
-            if not verdict:
-                recall_missed[s.shape].append(s)
-        elif not verdict:
-            by_shape[s.shape].append(_self_check_failure(s, arm, counting))
-    for shape, failed in errored.items():
-        if len(failed) <= 3:
-            by_shape[shape][:0] = [_errors(s) for s in failed]
-        else:
-            kinds = sorted({s.error.kind.value for s in failed if s.error is not None})
-            names = ", ".join(str(s.session) for s in failed)
-            by_shape[shape].insert(0, f"sessions {names} errored ({', '.join(kinds)})")
-    for shape, missed in recall_missed.items():
-        judged = recall_judged[shape]
-        if len(missed) > _recall_tolerance(judged, t):
-            names = "; ".join(
-                f"session {s.session}{situation(s)} "
-                + (s.check.detail or "" if s.check else "missed its needle")
-                for s in missed
-            )
-            by_shape[shape].append(
-                f"{len(missed)}/{judged} missed needles their serial reference found "
-                f"(tolerated: {_recall_tolerance(judged, t)}): {names}"
-            )
-    return by_shape
-
-
-def shape_failures(arms: list[ArmResult], t: Thresholds) -> list[str]:
-    """Hard failures of every arm, each line naming the arm, the shape and the sessions."""
-    if not arms:
-        return []
-    refs = _passed_references(arms)
-    lines = []
-    for index, arm in enumerate(arms):
-        for shape, failures in _arm_failures(arm, refs, t, _is_reference(index, arm)).items():
-            shown = failures[:_MAX_LINES]
-            more = len(failures) - len(shown)
-            text = "; ".join(shown) + (f"; and {more} more" if more else "")
-            lines.append(f"arm {arm.spec.name}, shape {shape}: {text}")
-    return lines
-
-
-def unjudged(arms: list[ArmResult]) -> str | None:
-    """How many self-checking items were not judged because their serial reference failed."""
-    if not arms:
-        return None
-    checked = [
-        s
-        for index, arm in enumerate(arms)
-        if _is_reference(index, arm)
-        for s in arm.sessions
-        if s.ok and passed(s) is not None
+        tally.count(s.shape, "cross_talk")
+        found += _content(arm, s, ref, t, tally)
+    found = [_replayed(arm, f, refs, t) if f.kind in REPLAYABLE else f for f in found]
+    flips = [f for f in found if f.kind is FindingKind.FLIP]
+    replayable = sum(n for (_, check), n in tally.judged.items() if check in ("recall", "count"))
+    rate = _flip_rate(arm, flips, replayable, t)
+    if flips:
+        tally.count(None, "flips")
+    found += [rate] if rate is not None else []
+    judged = [
+        Judged(arm=arm.spec.name, step=_step(arm), shape=shape, check=check, judged=n)
+        for (shape, check), n in tally.judged.items()
     ]
-    failed = [s for s in checked if not passed(s)]
-    if not failed:
-        return None
-    by_shape: dict[str, int] = defaultdict(int)
-    for s in failed:
-        by_shape[s.shape] += 1
-    parts = ", ".join(f"{shape} {n}" for shape, n in by_shape.items())
-    return (
-        f"{len(failed)}/{len(checked)} self-checking items not judged: their serial reference in "
-        f"{arms[0].spec.name} failed its own check ({parts})"
-    )
+    return _errors_grouped(found), judged
+
+
+def _not_judged(arms: Sequence[ArmResult], refs: References) -> list[Finding]:
+    """Items whose serial reference failed its own check: named per shape, not judged."""
+    by_shape: dict[str, list[int]] = defaultdict(list)
+    for s in refs.failed.values():
+        if s.error is None:
+            by_shape[s.shape].append(s.session)
+    if not by_shape or not arms:
+        return []
+    base = arms[0].spec.name
+    return [
+        Finding(
+            arm=base,
+            shape=shape,
+            kind=FindingKind.NOT_JUDGED,
+            severity="info",
+            sessions=sorted(sessions),
+            message=f"{len(sessions)} item(s) not judged: their serial reference in {base} "
+            "failed its own check",
+        )
+        for shape, sessions in by_shape.items()
+    ]
+
+
+def _greedy(comparisons: Iterable[ArmComparison], arms: Sequence[ArmResult], t: Thresholds) -> list[Finding]:
+    steps = {a.spec.name: _step(a) for a in arms}
+    found = []
+    for c in comparisons:
+        differ = c.greedy_compared - c.greedy_matches
+        if not c.greedy_compared or not differ:
+            continue
+        sessions = sorted({d.session for d in c.divergences})
+        found.append(Finding(
+            arm=c.arm,
+            step=steps.get(c.arm),
+            kind=FindingKind.GREEDY_DIVERGENCE,
+            severity="hard" if t.strict_greedy else "soft",
+            sessions=sessions,
+            evidence=f"{c.greedy_matches}/{c.greedy_compared} equal",
+            message=f"{differ}/{c.greedy_compared} greedy outputs differ from {c.baseline}"
+            + (" (strict greedy)" if t.strict_greedy else
+               " (soft: expected numerics on an engine that is not batch-invariant)"),
+        ))
+    return found
+
+
+@dataclass
+class Judgement:
+    findings: list[Finding]
+    judged: list[Judged]
+
+
+def judge(
+    arms: Sequence[ArmResult], comparisons: Sequence[ArmComparison], t: Thresholds
+) -> Judgement:
+    """Every finding of the run: each arm and step, the items not judged, greedy divergence."""
+    refs = references(arms)
+    findings: list[Finding] = []
+    judged: list[Judged] = []
+    for index, arm in enumerate(arms):
+        found, counts = judge_arm(arm, is_reference(index, arm), refs, t)
+        findings += found
+        judged += counts
+    findings += sampled_divergence(arms, refs.passed, t)
+    findings += _greedy(comparisons, arms, t)
+    findings += _not_judged(arms, refs)
+    return Judgement(findings, judged)
+
+
+def replay_candidates(arm: ArmResult, arms: Sequence[ArmResult], t: Thresholds) -> list[int]:
+    """Sessions of ``arm`` to replay: wrong with only their own content, in an arm with no
+    other failure (an arm that failed already fails whatever a replay says)."""
+    refs = references(arms)
+    found, _ = judge_arm(arm, False, refs, t)
+    hard = [f for f in found if f.hard]
+    if any(f.kind not in REPLAYABLE for f in hard):
+        return []
+    return sorted({s for f in hard for s in f.sessions})

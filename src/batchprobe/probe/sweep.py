@@ -9,6 +9,8 @@ from collections.abc import Sequence
 
 from batchprobe.errors import ConfigError
 from batchprobe.probe.metrics import most_at_once
+from batchprobe.probe.verdict import judged_answers, reason_lines
+from batchprobe.results.findings import Finding, FindingKind, Judged
 from batchprobe.results.models import MAX_DEPTH, ArmComparison, ArmResult, RunConfig, SessionResult
 from batchprobe.results.sweep import Envelope, ServerLoad, StopRule, SweepStep
 
@@ -56,7 +58,7 @@ def step_record(
     arm: ArmResult,
     comparison: ArmComparison,
     mixed_speedup: float | None,
-    failures: list[str],
+    judgement: tuple[list[Finding], list[Judged]],
     config: RunConfig,
     load: ServerLoad | None,
     rss_peak_mb: float | None,
@@ -75,13 +77,20 @@ def step_record(
                 breaches.append(f"{name} p99 {dist.p99:.3f}s over the SLO {limit:.3f}s")
     slo_given = config.slo_ttft_p99_s is not None or config.slo_itl_p99_s is not None
     speedup = comparison.decode_speedup
+    findings, judged = judgement
+    hard = [f for f in findings if f.hard]
+    correct = False if hard else (True if judged_answers(judged) else None)
+    reasons = reason_lines(hard) if hard else (
+        [] if correct else ["nothing judged: no answer of the step had a serial reference that passed"]
+    )
     return SweepStep(
         n=n,
         arm=arm.spec.name,
         kind="bisect" if kind == "bisect" else "sweep",
         references=references,
-        correct=not failures,
-        reasons=failures,
+        correct=correct,
+        reasons=reasons,
+        hard_kinds=sorted({f.kind.value for f in hard}),
         requests=len(arm.sessions),
         errors=sum(1 for s in arm.sessions if s.error is not None),
         decode_tokens_per_s=m.decode_tokens_per_s if m else None,
@@ -108,7 +117,7 @@ def predicted_s(last: SweepStep, sends: int) -> float:
 
 def failure_rule(step: SweepStep) -> StopRule:
     """ERRORS when every failure of the step is an errored request, else INCORRECT."""
-    only_errors = all("errored" in r for r in step.reasons)
+    only_errors = set(step.hard_kinds) <= {FindingKind.ERROR.value}
     return StopRule.ERRORS if only_errors else StopRule.INCORRECT
 
 

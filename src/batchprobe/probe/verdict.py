@@ -1,18 +1,21 @@
-"""The verdict: parallel? correct? PASS / FAIL / INCONCLUSIVE, with reasons."""
+"""The verdict: parallel? correct? PASS / FAIL / INCONCLUSIVE, with reasons, from the findings.
+
+``correct`` is False on any hard finding and never decided anywhere else; its reasons are the
+findings' own lines, hard ones first, then every soft one, then what was not judged.
+"""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from batchprobe.client.types import ErrorKind
-from batchprobe.probe.judge import shape_failures, unjudged
-from batchprobe.results.models import (
-    ArmComparison,
-    ArmMetrics,
-    ArmResult,
-    Outcome,
-    Status,
-    Verdict,
-)
-from batchprobe.results.sweep import Envelope
+from batchprobe.probe.judge import Judgement, judge
+from batchprobe.results.arms import ArmComparison, ArmMetrics, ArmResult
+from batchprobe.results.findings import Finding, FindingKind, Judged
+from batchprobe.results.models import Outcome, Status, Verdict
+from batchprobe.results.sweep import Envelope, StopRule
 from batchprobe.results.thresholds import Thresholds
 
 # Failures that mean no reply could be read as the API's at all (an HTML page, a proxy's error,
@@ -20,6 +23,7 @@ from batchprobe.results.thresholds import Thresholds
 # went wrong (finish_reason "error", past max_tokens, cut off) and a server that went away are
 # failures.
 _UNREADABLE = frozenset({ErrorKind.MALFORMED_STREAM, ErrorKind.HTTP_STATUS})
+_MAX_LINES = 6  # per arm and shape; the rest are counted
 
 
 def _not_probed(m: ArmMetrics, status: Status) -> bool:
@@ -28,61 +32,100 @@ def _not_probed(m: ArmMetrics, status: Status) -> bool:
     return bool(m.sessions) and not m.ok_sessions and unreadable and status is not Status.ENGINE_DIED
 
 
-def _errors(arm: ArmResult) -> list[str]:
-    m = arm.metrics
-    if m is None or not m.errors_by_kind:
-        return []
-    kinds = ", ".join(f"{kind.value} x{count}" for kind, count in sorted(m.errors_by_kind.items()))
-    failed = m.sessions - m.ok_sessions
-    return [f"arm {arm.spec.name}: {failed}/{m.sessions} sessions errored ({kinds})"]
+def reason_lines(findings: Sequence[Finding], prefix: str = "") -> list[str]:
+    """One line per arm and shape: 'arm X, shape Y: line; line; and N more'."""
+    groups: dict[tuple[str, str | None], list[str]] = defaultdict(list)
+    for f in findings:
+        groups[(f.arm, f.shape)].append(f.message)
+    lines = []
+    for (arm, shape), messages in groups.items():
+        shown = messages[:_MAX_LINES]
+        more = len(messages) - len(shown)
+        where = f"arm {arm}" + (f", shape {shape}" if shape else "")
+        lines.append(f"{prefix}{where}: " + "; ".join(shown) + (f"; and {more} more" if more else ""))
+    return lines
+
+
+def judged_answers(judged: Sequence[Judged]) -> int:
+    """Concurrent answers whose content was judged against a reference that passed."""
+    return sum(j.judged for j in judged if j.check == "cross_talk")
+
+
+@dataclass
+class _Depth:
+    """How deep a sweep judged, and whether its stop leaves deeper steps unjudged."""
+
+    up_to: int | None
+    inconclusive: bool
+    why: str
+
+
+def _depth(envelope: Envelope | None, planned: Sequence[int] | None) -> _Depth | None:
+    if envelope is None or not planned or envelope.stop is None:
+        return None
+    stop = envelope.stop
+    if stop.rule in (StopRule.PLAN_END, StopRule.INCORRECT, StopRule.ERRORS):
+        return None
+    up_to = envelope.largest_correct_n
+    rule = stop.rule.value.replace("_", " ")
+    where = f" at {stop.at_n}" if stop.at_n is not None else ""
+    why = f"correct up to N={up_to}; stopped: {rule}{where}; not judged beyond it"
+    # An SLO or the knee is the user's own limit; a time budget cuts the plan short.
+    return _Depth(up_to, stop.rule in (StopRule.TIME_BUDGET, StopRule.STOPPED_EARLY), why)
+
+
+def _correct_line(soft: Sequence[Finding], recall: bool) -> str:
+    flips = [f for f in soft if f.kind is FindingKind.FLIP]
+    kept = ", recall kept against the baseline" if recall else ""
+    if flips:
+        return (
+            f"correct: no errors, no cross-talk; {len(flips)} wrong answer(s) did not come back "
+            f"when replayed (numerics flips, soft, named below){kept}"
+        )
+    return f"correct: no errors, no cross-talk, every self-check held{kept}"
 
 
 def _correctness(
-    arms: list[ArmResult], comparisons: list[ArmComparison], t: Thresholds, recall_ok: bool
-) -> list[str]:
-    failures: list[str] = []
-    for arm in arms:
-        if arm.error is not None:
-            failures.append(f"arm {arm.spec.name}: {arm.error}")
-        failures += _errors(arm)
-        if arm.server_alive_after is False:
-            failures.append(f"arm {arm.spec.name}: the server stopped answering after this arm")
-    # Recall misses count only where the baseline found the needle (so also when it is weak).
-    failures += shape_failures(arms, t)
-    for c in comparisons:
-        if t.strict_greedy and c.greedy_compared and c.greedy_matches < c.greedy_compared:
-            failures.append(
-                f"arm {c.arm}: {c.greedy_compared - c.greedy_matches}/{c.greedy_compared} greedy "
-                f"outputs differ from {c.baseline} (strict greedy)"
-            )
-    return failures
-
-
-def arm_failures(arms: list[ArmResult], arm: ArmResult, t: Thresholds) -> list[str]:
-    """The correctness failures of ``arm`` (a sweep step, one of ``arms``), judged against
-    the references among ``arms`` (the first one and any serial reference pass)."""
-    prefix = f"arm {arm.spec.name}"
-    lines = _correctness(arms, [], t, recall_ok=True)
-    return [line for line in lines if line.startswith((prefix + ":", prefix + ","))]
+    status: Status, findings: Sequence[Finding], judged: Sequence[Judged],
+    base: ArmResult, t: Thresholds, depth: _Depth | None,
+) -> tuple[bool | None, list[str]]:
+    hard = [f for f in findings if f.hard]
+    soft = [f for f in findings if f.severity == "soft"]
+    base_recall = base.metrics.recall if base.metrics else None
+    if hard:
+        return False, reason_lines(hard)
+    if base_recall is not None and base_recall < t.recall_floor:
+        why = (
+            f"recall not judged: the baseline arm {base.spec.name} found only {base_recall:.0%} "
+            f"of its needles (floor {t.recall_floor:.0%}); try a shorter --haystack-tokens or a "
+            "model that can do the task"
+        )
+        return None, [why]
+    if status is not Status.OK:
+        return None, [f"run stopped early (status {status.value}): correctness not fully judged"]
+    if not judged_answers(judged):
+        return None, ["nothing was judged: no concurrent answer had a serial reference that passed"]
+    line = _correct_line(soft, base_recall is not None)
+    if depth is not None:
+        return (None if depth.inconclusive else True), [f"{line}; {depth.why}"]
+    return True, [line]
 
 
 def _parallel_from_envelope(env: Envelope, t: Thresholds) -> tuple[bool | None, str]:
-    fastest = max(
-        (s for s in env.steps if s.speedup is not None), key=lambda s: s.speedup or 0.0, default=None
-    )
-    step = env.step(env.knee_n) if env.knee_n is not None else fastest
-    if step is None or step.speedup is None:
-        return None, "sweep: no step had a speedup to compare: parallelism not measured"
-    at = step.n
-    where = "the knee" if at == env.knee_n else "the fastest step"
-    figure = f"decode speedup {step.speedup:.2f}x at {at} in flight ({where}) over {env.baseline}"
-    if step.speedup >= t.min_speedup:
+    """Judged on the best correct step deeper than the baseline; None when none ran."""
+    correct = [s for s in env.steps if s.correct and s.n > 1 and s.speedup is not None]
+    best = max(correct, key=lambda s: s.speedup or 0.0, default=None)
+    if best is None or best.speedup is None:
+        return None, "sweep: no correct step deeper than 1 had a speedup: parallelism not judged"
+    figure = (f"decode speedup {best.speedup:.2f}x at {best.n} in flight (the best correct "
+              f"step) over {env.baseline}")
+    if best.speedup >= t.min_speedup:
         return True, f"parallel: {figure} (threshold {t.min_speedup:.2f}x)"
     return False, f"not parallel: {figure}, below the {t.min_speedup:.2f}x threshold"
 
 
 def _parallel(
-    arms: list[ArmResult], comparisons: list[ArmComparison], t: Thresholds
+    arms: Sequence[ArmResult], comparisons: Sequence[ArmComparison], t: Thresholds
 ) -> tuple[bool | None, str]:
     widest = max(arms[1:], key=lambda a: a.spec.concurrency, default=None)
     if widest is None or widest.spec.concurrency <= arms[0].spec.concurrency:
@@ -106,7 +149,13 @@ def decide(
     comparisons: list[ArmComparison],
     t: Thresholds,
     envelope: Envelope | None = None,
+    planned: Sequence[int] | None = None,
+    judgement: Judgement | None = None,
 ) -> Verdict:
+    """The verdict from the findings (``judgement``; judged here when not given)."""
+    if judgement is None:
+        judgement = judge(arms, comparisons, t)
+    findings, judged = judgement.findings, judgement.judged
     done = [a for a in arms if a.metrics is not None]
     if not done or done[0] is not arms[0]:
         why = "the baseline arm did not complete" if arms else "no arm ran"
@@ -114,8 +163,6 @@ def decide(
     baseline = done[0]
     m = baseline.metrics
     if m is not None and _not_probed(m, status):
-        # Nothing the server said could be read as an answer: a server that could not be
-        # probed, not a batching failure.
         kinds = ", ".join(sorted(k.value for k in m.errors_by_kind))
         why = (
             f"the baseline arm {baseline.spec.name} got no answer from the server "
@@ -123,30 +170,10 @@ def decide(
             "check --base-url and the server's API"
         )
         return Verdict(reasons=[why])
-    base_recall = baseline.metrics.recall if baseline.metrics else None
-    recall_ok = base_recall is None or base_recall >= t.recall_floor
-    reasons: list[str] = []
-    failures = _correctness(done, comparisons, t, recall_ok)
-    if failures:
-        correct: bool | None = False
-        reasons += failures
-    elif not recall_ok:
-        correct = None
-        reasons.append(
-            f"recall not judged: the baseline arm {baseline.spec.name} found only "
-            f"{base_recall:.0%} of its needles (floor {t.recall_floor:.0%}); "
-            "try a shorter --haystack-tokens or a model that can do the task"
-        )
-    elif status is not Status.OK:
-        correct = None
-        reasons.append(f"run stopped early (status {status.value}): correctness not fully judged")
-    else:
-        correct = True
-        kept = ", recall kept against the baseline" if base_recall is not None else ""
-        reasons.append(f"correct: no errors, no cross-talk, every self-check held{kept}")
-    note = unjudged(done)
-    if note:
-        reasons.append(note)
+    depth = _depth(envelope, planned)
+    correct, reasons = _correctness(status, findings, judged, baseline, t, depth)
+    reasons += reason_lines([f for f in findings if f.severity == "soft"], "soft: ")
+    reasons += reason_lines([f for f in findings if f.severity == "info"], "not judged: ")
     if envelope is not None:
         parallel, why = _parallel_from_envelope(envelope, t)
     else:
@@ -158,4 +185,11 @@ def decide(
         outcome = Outcome.PASS
     else:
         outcome = Outcome.INCONCLUSIVE
-    return Verdict(outcome=outcome, parallel=parallel, correct=correct, reasons=reasons)
+    return Verdict(
+        outcome=outcome,
+        parallel=parallel,
+        correct=correct,
+        correct_up_to_n=depth.up_to if depth is not None else None,
+        judged_answers=judged_answers(judged),
+        reasons=reasons,
+    )

@@ -1,8 +1,10 @@
 """`batchprobe compare`: runs of one plan side by side, and the regression gate.
 
-The first run is the reference. A regression is a check that passed in it and fails (or did not
-run) in another run, a decode throughput drop beyond ``max_throughput_drop``, or a recall drop
-beyond the reference's ``max_recall_drop``. Runs of different plans are not comparable.
+The first run is the reference. A regression is a check (``results.checks``, rendered from the
+findings) that fails in another run and did not in the reference, a planned arm that did not
+run, a sweep that is now correct to a shallower depth, or a decode throughput drop beyond
+``max_throughput_drop``. A PASS that became a FAIL is always one: the run's own outcome and
+correctness are checks. Runs of different plans are not comparable.
 """
 
 from __future__ import annotations
@@ -172,44 +174,56 @@ def _figures(reports: list[Report]) -> list[FigureRow]:
 
 def _arm_findings(ref: Report, other: Report, label: str, drop: float) -> list[Finding]:
     found: list[Finding] = []
-    tolerance = ref.config.thresholds.max_recall_drop
     for arm in ref.arms:
         a, b = arm.metrics, _metrics(other, arm.spec.name)
-        if a is None:
+        if a is None or not a.decode_tokens_per_s or arm.spec.role != "arm":
             continue
         name = arm.spec.name
-        if a.decode_tokens_per_s:
-            after = b.decode_tokens_per_s if b else None
-            if after is None:
-                found.append(Finding(run=label, check=f"{name}.throughput",
-                                     message=f"arm {name}: no decode throughput (was "
-                                             f"{a.decode_tokens_per_s:.1f} tok/s)"))
-            elif after < a.decode_tokens_per_s * (1 - drop):
-                found.append(Finding(
-                    run=label, check=f"{name}.throughput",
-                    message=f"arm {name}: decode throughput {a.decode_tokens_per_s:.1f} -> "
-                            f"{after:.1f} tok/s ({after / a.decode_tokens_per_s - 1:+.0%}, "
-                            f"tolerated -{drop:.0%})"))
-        if a.recall is not None and b is not None and b.recall is not None \
-                and a.recall - b.recall > tolerance:
+        after = b.decode_tokens_per_s if b else None
+        if after is None:
+            found.append(Finding(run=label, check=f"{name}.throughput",
+                                 message=f"arm {name}: no decode throughput (was "
+                                         f"{a.decode_tokens_per_s:.1f} tok/s)"))
+        elif after < a.decode_tokens_per_s * (1 - drop):
             found.append(Finding(
-                run=label, check=f"{name}.recall_drop",
-                message=f"arm {name}: recall {a.recall:.0%} -> {b.recall:.0%} "
-                        f"(tolerated drop {tolerance:.0%})"))
+                run=label, check=f"{name}.throughput",
+                message=f"arm {name}: decode throughput {a.decode_tokens_per_s:.1f} -> "
+                        f"{after:.1f} tok/s ({after / a.decode_tokens_per_s - 1:+.0%}, "
+                        f"tolerated -{drop:.0%})"))
     return found
+
+
+def _envelope_findings(ref: Report, other: Report, label: str) -> list[Finding]:
+    """A sweep correct to a shallower depth than the reference's, in one line."""
+    a, b = ref.envelope, other.envelope
+    if a is None or b is None:
+        return []
+    was = a.largest_correct_n or 0
+    now = b.largest_correct_n or 0
+    if now >= was and (b.first_failing_n is None or a.first_failing_n is not None):
+        return []
+    fails = f"now fails at N={b.first_failing_n}" if b.first_failing_n else f"now correct to N={now}"
+    before = (f"was correct to N={was}" if a.first_failing_n is None
+              else f"was correct to N={was}, failing at N={a.first_failing_n}")
+    return [Finding(run=label, check="run.envelope", message=f"{fails}; {before}")]
 
 
 def _check_findings(ref: Report, other: Report, label: str) -> tuple[list[Finding], list[Finding]]:
     before = {c.name: c for c in run_checks(ref)}
     after = {c.name: c for c in run_checks(other)}
+    planned = {a.name for a in ref.config.arms}
+    ran = {c.group for c in after.values() if c.kind == "completed" and c.status is CheckStatus.PASSED}
     regressed, fixed = [], []
-    for name, check in before.items():
-        now = after.get(name)
-        if check.status is CheckStatus.PASSED and (now is None or now.status is CheckStatus.FAILED):
-            why = now.message if now else "not run"
-            regressed.append(Finding(run=label, check=name, message=f"{name} failed: {why}"))
-        elif check.status is CheckStatus.FAILED and now and now.status is CheckStatus.PASSED:
+    for name, now in after.items():
+        check = before.get(name)
+        if now.status is CheckStatus.FAILED and (check is None or check.status is not CheckStatus.FAILED):
+            regressed.append(Finding(run=label, check=name, message=f"{name} failed: {now.message}"))
+        elif check is not None and check.status is CheckStatus.FAILED and now.status is CheckStatus.PASSED:
             fixed.append(Finding(run=label, check=name, message=f"{name} passes: {now.message}"))
+    for name, check in before.items():
+        gone = check.kind == "completed" and check.status is CheckStatus.PASSED
+        if gone and check.group in planned and check.group not in ran and name not in after:
+            regressed.append(Finding(run=label, check=name, message=f"arm {check.group} did not run"))
     return regressed, fixed
 
 
@@ -229,11 +243,12 @@ def compare_reports(
     )
     for other, label in zip(reports[1:], labels[1:]):
         regressed, fixed = _check_findings(reports[0], other, label)
-        failed = {f.check for f in regressed}
-        # A recall drop the run's own recall check already failed on is said once.
-        figures = [f for f in _arm_findings(reports[0], other, label, max_throughput_drop)
-                   if f.check.replace(".recall_drop", ".recall") not in failed]
-        comp.regressions += regressed + figures
+        envelope = _envelope_findings(reports[0], other, label)
+        if envelope:
+            # Said once, as the envelope's change, not again as the envelope check.
+            regressed = [f for f in regressed if f.check != "run.envelope"]
+        figures = _arm_findings(reports[0], other, label, max_throughput_drop)
+        comp.regressions += envelope + regressed + figures
         comp.improvements += fixed
     return comp
 

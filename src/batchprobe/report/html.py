@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
@@ -17,6 +18,7 @@ from batchprobe.report._envelope import (
 from batchprobe.report._error import run_error
 from batchprobe.report.compare import RunsComparison
 from batchprobe.results.checks import run_checks
+from batchprobe.results.findings import Finding, FindingKind
 from batchprobe.results.models import (
     Divergence,
     Report,
@@ -52,7 +54,19 @@ def _key(s: SessionResult) -> _Key:
     return s.workload, s.session, s.situation.copy_index if s.situation else 0
 
 
-def _cell(report: Report, arm: str, s: SessionResult | None) -> Cell:
+_Found = dict[tuple[str, int], list[Finding]]
+
+
+def _found(report: Report) -> _Found:
+    """Each session's findings, by arm: what colours its cell (never re-judged here)."""
+    found: _Found = defaultdict(list)
+    for f in report.findings:
+        for session in f.sessions:
+            found[(f.arm, session)].append(f)
+    return found
+
+
+def _cell(report: Report, arm: str, s: SessionResult | None, found: _Found) -> Cell:
     if s is None:
         return Cell("none", "not run", None, None)
     comp = report.comparison(arm)
@@ -63,6 +77,13 @@ def _cell(report: Report, arm: str, s: SessionResult | None) -> Cell:
     if outcome is SessionOutcome.CROSS_TALK:
         sources = ", ".join(f"s{i}" for i in s.cross_talk_from)
         return Cell("cross_talk", f"cross-talk ← {sources}", s, div)
+    mine = found.get((arm, s.session), [])
+    hard = [f for f in mine if f.hard]
+    if hard:
+        return Cell("miss", " · ".join(dict.fromkeys(f.kind.value.replace("_", " ") for f in hard)),
+                    s, div)
+    if any(f.kind is FindingKind.FLIP for f in mine):
+        return Cell("diverged", "flip (right on replay)", s, div)
     label = {SessionOutcome.HIT: "hit", SessionOutcome.MISS: "miss"}.get(outcome, "ok")
     if div is not None:
         return Cell("diverged" if outcome is not SessionOutcome.MISS else "miss",
@@ -79,8 +100,10 @@ def session_grid(report: Report) -> list[GridRow]:
     order = sorted(keys, key=lambda k: (report.config.workloads.index(k[0])
                                         if k[0] in report.config.workloads else 99, k[1], k[2]))
     by_arm = {a.spec.name: {_key(s): s for s in a.sessions} for a in report.arms}
+    found = _found(report)
     return [GridRow(k[0], k[1], k[2], keys[k],
-                    [_cell(report, a.spec.name, by_arm[a.spec.name].get(k)) for a in report.arms])
+                    [_cell(report, a.spec.name, by_arm[a.spec.name].get(k), found)
+                     for a in report.arms])
             for k in order]
 
 
@@ -115,6 +138,7 @@ def _sweep_grid(report: Report) -> Grid:
     env = report.envelope
     assert env is not None
     by_arm = {a.spec.name: {_key(s): s for s in a.sessions} for a in report.arms}
+    found = _found(report)
     sources = [a.spec.name for a in report.arms if a.spec.role != "step"]
     merged = len(sources) > 1 and sum(len(by_arm[a]) for a in sources) == len(
         {k for a in sources for k in by_arm[a]})
@@ -126,8 +150,9 @@ def _sweep_grid(report: Report) -> Grid:
     def reference_cells(k: _Key) -> list[Cell]:
         if merged:
             arm = next((a for a in sources if k in by_arm[a]), None)
-            return [_cell(report, arm, by_arm[arm][k]) if arm else _cell(report, "", None)]
-        return [_cell(report, a, by_arm[a].get(k)) for a in sources]
+            return [_cell(report, arm, by_arm[arm][k], found) if arm
+                    else _cell(report, "", None, found)]
+        return [_cell(report, a, by_arm[a].get(k), found) for a in sources]
 
     groups: list[GridGroup] = []
     in_steps: set[_Key] = set()
@@ -144,7 +169,7 @@ def _sweep_grid(report: Report) -> Grid:
         sessions = by_arm.get(arm, {})
         in_steps |= set(sessions)
         rows = [GridRow(k[0], k[1], k[2], sessions[k].shape,
-                        [*reference_cells(k), _cell(report, arm, sessions[k])])
+                        [*reference_cells(k), _cell(report, arm, sessions[k], found)])
                 for k in sort(set(sessions))]
         groups.append(GridGroup(title, css, rows))
     rest = {k for a in sources for k in by_arm[a]} - in_steps

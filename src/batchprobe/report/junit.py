@@ -1,5 +1,9 @@
 """JUnit XML: one test case per check, so any CI lists batchprobe's results natively.
 
+The checks are the findings' (``results.checks``): one per arm × shape × check kind, the arm's
+own (completed, warm-up, server alive) and the run's (status, outcome, correct, parallel,
+envelope). A FAIL always has a failing test case.
+
 A sweep adds one test case per step (``batchprobe.envelope.sweep@N``): it fails with the
 step's reasons when the step answered wrongly, and is skipped when it was not judged.
 """
@@ -51,8 +55,9 @@ def render_junit(report: Report) -> str:
                        ("engine_version", report.environment.engine_version or "")):
         ET.SubElement(props, "property", name=key, value=value)
     for check in checks:
+        name = f"{check.shape}.{check.kind}" if check.shape else check.kind
         case = ET.SubElement(suite, "testcase", classname=f"batchprobe.{check.group}",
-                             name=check.kind, time="0")
+                             name=name, time="0")
         if check.status is CheckStatus.FAILED:
             ET.SubElement(case, "failure", message=check.message, type=check.kind).text = (
                 check.message)

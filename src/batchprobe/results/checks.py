@@ -1,21 +1,23 @@
-"""The verdict as named checks: one per arm and concern, plus the run's own.
+"""The findings as named checks: one per arm (or step) × shape × check, plus the run's own.
 
-JUnit renders one test case per check and `batchprobe compare` gates on checks that passed in
-one run and fail in another, so a check's ``name`` is stable across runs of the same plan.
+A rendering of ``report.findings`` and ``report.judged``, never a second judgement: a check
+fails when a hard finding of its arm, shape and check exists, passes when it judged answers
+and none failed (soft findings named in its message), and is skipped when it judged nothing.
+JUnit renders one test case per check and ``batchprobe compare --gate`` gates on checks that
+passed in one run and fail in another, so a check's ``name`` is stable across runs of a plan.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from enum import Enum
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from batchprobe.results.models import ArmComparison, ArmResult, Report, Status
+from batchprobe.results.findings import Finding, FindingKind
+from batchprobe.results.models import Outcome, Report, Status
 
-CheckKind = Literal[
-    "status", "completed", "errors", "cross_talk", "server_alive", "recall", "greedy", "parallel"
-]
+_SHOWN = 3
 
 
 class CheckStatus(str, Enum):
@@ -28,128 +30,97 @@ class Check(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     group: str  # an arm's name, or "run"
-    kind: CheckKind
+    shape: str | None = None
+    kind: str  # a CheckName, or a run-level check (status, outcome, correct, parallel, envelope)
     status: CheckStatus
     message: str
 
     @property
     def name(self) -> str:
-        return f"{self.group}.{self.kind}"
+        return f"{self.group}.{self.shape}.{self.kind}" if self.shape else f"{self.group}.{self.kind}"
 
 
-def _check(group: str, kind: CheckKind, failed: bool | None, message: str) -> Check:
-    if failed is None:
-        status = CheckStatus.SKIPPED
-    else:
-        status = CheckStatus.FAILED if failed else CheckStatus.PASSED
-    return Check(group=group, kind=kind, status=status, message=message)
+def _messages(findings: list[Finding]) -> str:
+    shown = [f.message for f in findings[:_SHOWN]]
+    more = len(findings) - len(shown)
+    return "; ".join(shown) + (f"; and {more} more" if more else "")
 
 
-def _errors(arm: ArmResult) -> Check:
-    m = arm.metrics
-    if m is None:
-        return _check(arm.spec.name, "errors", None, "no metrics: the arm did not complete")
-    if not m.errors_by_kind:
-        return _check(arm.spec.name, "errors", False, f"{m.sessions} sessions, no errors")
-    kinds = ", ".join(f"{k.value} x{n}" for k, n in sorted(m.errors_by_kind.items()))
-    return _check(
-        arm.spec.name, "errors", True,
-        f"{m.sessions - m.ok_sessions}/{m.sessions} sessions errored ({kinds})",
-    )
+def _check(group: str, shape: str | None, kind: str, found: list[Finding], judged: int) -> Check:
+    hard = [f for f in found if f.hard or f.kind is FindingKind.NOT_RUN]
+    soft = [f for f in found if f.severity == "soft"]
+    if hard:
+        return Check(group=group, shape=shape, kind=kind, status=CheckStatus.FAILED,
+                     message=_messages(hard))
+    if judged or soft:
+        note = f"; soft: {_messages(soft)}" if soft else ""
+        what = f"{judged} answer(s) judged" if judged else "judged"
+        return Check(group=group, shape=shape, kind=kind, status=CheckStatus.PASSED,
+                     message=f"{what}, none failed{note}")
+    why = _messages(found) if found else "nothing judged"
+    return Check(group=group, shape=shape, kind=kind, status=CheckStatus.SKIPPED, message=why)
 
 
-def _cross_talk(arm: ArmResult) -> Check:
-    if arm.metrics is None:
-        return _check(arm.spec.name, "cross_talk", None, "no metrics: the arm did not complete")
-    leaks = [
-        f"session {s.session} got the code of {', '.join(map(str, s.cross_talk_from))}"
-        for s in arm.sessions
-        if s.cross_talk_from
+def _arm_checks(report: Report) -> list[Check]:
+    findings: dict[tuple[str, str | None, str], list[Finding]] = defaultdict(list)
+    for f in report.findings:
+        findings[(f.arm, f.shape, f.check)].append(f)
+    judged: dict[tuple[str, str | None, str], int] = defaultdict(int)
+    for j in report.judged:
+        judged[(j.arm, j.shape, j.check)] += j.judged
+    groups = [a.spec.name for a in report.arms]
+    groups += [f.arm for f in report.findings if f.arm not in groups and f.arm != "run"]
+    checks: list[Check] = []
+    for group in dict.fromkeys(groups):
+        arm = report.arm(group)
+        done = arm is not None and arm.state == "done"
+        for kind in ("completed", "warm_up", "server_alive"):
+            found = findings.pop((group, None, kind), [])
+            checks.append(_check(group, None, kind, found, 1 if done else 0))
+        keys = sorted({k for k in (*findings, *judged) if k[0] == group},
+                      key=lambda k: (k[1] or "", k[2]))
+        checks += [_check(group, shape, kind, findings.get((group, shape, kind), []),
+                          judged.get((group, shape, kind), 0))
+                   for _, shape, kind in keys]
+    run_level = [f for f in report.findings if f.arm == "run"]
+    for kind in dict.fromkeys(f.check for f in run_level):
+        checks.append(_check("run", None, kind, [f for f in run_level if f.check == kind], 0))
+    return checks
+
+
+def _run_check(kind: str, failed: bool | None, message: str) -> Check:
+    status = (CheckStatus.SKIPPED if failed is None
+              else CheckStatus.FAILED if failed else CheckStatus.PASSED)
+    return Check(group="run", kind=kind, status=status, message=message)
+
+
+def _run_checks(report: Report) -> list[Check]:
+    v = report.verdict
+    first = v.reasons[0] if v.reasons else ""
+    parallel = next((r for r in v.reasons if "parallel" in r), "parallelism not judged")
+    checks = [
+        _run_check("status", report.status is not Status.OK, f"status {report.status.value}"),
+        _run_check("outcome", v.outcome is not Outcome.PASS, f"{v.outcome.value}: {first}"),
+        _run_check("correct", None if v.correct is None else not v.correct, first),
+        _run_check("parallel", None if v.parallel is None else not v.parallel, parallel),
     ]
-    if not leaks:
-        return _check(arm.spec.name, "cross_talk", False, "no session got another's needle")
-    return _check(arm.spec.name, "cross_talk", True, "cross-talk: " + "; ".join(leaks))
-
-
-def _alive(arm: ArmResult) -> Check:
-    alive = arm.server_alive_after
-    message = {True: "the server answered after the arm", False: "the server stopped answering",
-               None: "not checked"}[alive]
-    return _check(arm.spec.name, "server_alive", None if alive is None else not alive, message)
-
-
-def _recall(report: Report, arm: ArmResult, comp: ArmComparison | None) -> Check:
-    t = report.config.thresholds
-    base = report.arms[0].metrics if report.arms else None
-    base_recall = base.recall if base else None
-    name = arm.spec.name
-    if base_recall is None or arm.metrics is None or arm.metrics.recall is None:
-        return _check(name, "recall", None, "no recall measured")
-    if base_recall < t.recall_floor:
-        return _check(
-            name, "recall", None,
-            f"not judged: baseline recall {base_recall:.0%} is under the {t.recall_floor:.0%} floor",
-        )
-    figure = f"recall {arm.metrics.recall_hits}/{arm.metrics.recall_sessions}"
-    if comp is None or comp.recall_delta is None:
-        return _check(name, "recall", False, f"{figure} (baseline)")
-    drop = -comp.recall_delta
-    verdict = "beyond" if drop > t.max_recall_drop else "within"
-    return _check(
-        name, "recall", drop > t.max_recall_drop,
-        f"{figure}, {comp.recall_delta:+.0%} against {comp.baseline} "
-        f"({verdict} the {t.max_recall_drop:.0%} tolerance)",
-    )
-
-
-def _greedy(report: Report, comp: ArmComparison) -> Check:
-    if not comp.greedy_compared:
-        return _check(comp.arm, "greedy", None, "no greedy outputs compared")
-    differ = comp.greedy_compared - comp.greedy_matches
-    strict = report.config.thresholds.strict_greedy
-    figure = f"{comp.greedy_matches}/{comp.greedy_compared} greedy outputs equal to {comp.baseline}"
-    soft = "" if strict or not differ else " (a soft signal: fails only with --strict-greedy)"
-    return _check(comp.arm, "greedy", strict and differ > 0, figure + soft)
-
-
-def _parallel(report: Report) -> Check:
-    widest = max(report.arms[1:], key=lambda a: a.spec.concurrency, default=None)
-    comp = report.comparison(widest.spec.name) if widest else None
-    threshold = report.config.thresholds.min_speedup
-    if widest is None or comp is None or comp.decode_speedup is None:
-        return _check("run", "parallel", None, "parallelism not measured")
-    message = (f"decode speedup {comp.decode_speedup:.2f}x at {widest.spec.concurrency} sessions "
-               f"over {comp.baseline} (threshold {threshold:.2f}x)")
-    parallel = report.verdict.parallel
-    return _check("run", "parallel", None if parallel is None else not parallel, message)
+    env = report.envelope
+    if env is not None:
+        failing = env.first_failing_n is not None
+        text = (f"correct up to N={env.largest_correct_n}; first wrong at N={env.first_failing_n}"
+                if failing else f"correct up to N={env.largest_correct_n}")
+        checks.append(_run_check("envelope", failing, text))
+    return checks
 
 
 def run_checks(report: Report) -> list[Check]:
     """Every check of the run, arms in order, then the run-wide ones."""
-    checks: list[Check] = []
-    for arm in report.arms:
-        done = arm.state == "done"
-        checks.append(_check(arm.spec.name, "completed", not done, f"arm state {arm.state}"
-                             + (f": {arm.error}" if arm.error else "")))
-        comp = report.comparison(arm.spec.name)
-        checks += [_errors(arm), _cross_talk(arm), _alive(arm), _recall(report, arm, comp)]
-        if comp is not None:
-            checks.append(_greedy(report, comp))
-    checks.append(_parallel(report))
-    ok = report.status is Status.OK
-    checks.append(_check("run", "status", not ok, f"status {report.status.value}"))
-    return checks
-
-
-# The checks that say whether an arm's answers were right (not how fast it was).
-_CORRECTNESS: frozenset[CheckKind] = frozenset(
-    {"completed", "errors", "cross_talk", "server_alive", "recall", "greedy"}
-)
+    return _arm_checks(report) + _run_checks(report)
 
 
 def arm_correct(checks: list[Check], arm: str) -> bool | None:
-    """False when a correctness check of ``arm`` failed, True when one passed, else None."""
-    mine = [c for c in checks if c.group == arm and c.kind in _CORRECTNESS]
+    """False when a check of ``arm`` failed, True when one of its shapes' checks passed."""
+    mine = [c for c in checks if c.group == arm]
     if any(c.status is CheckStatus.FAILED for c in mine):
         return False
-    return True if any(c.status is CheckStatus.PASSED for c in mine) else None
+    return True if any(c.status is CheckStatus.PASSED and c.shape for c in mine) else None

@@ -101,6 +101,7 @@ class Finding(_Model):
     kind: FindingKind
     severity: Severity = "hard"
     sessions: list[int] = Field(default_factory=list, description="The answers it is about.")
+    copy_index: int = Field(default=0, description="Which sending of the item (repeat: 1, 2, ...).")
     sources: list[int] = Field(
         default_factory=list, description="Sessions whose content showed up in those answers."
     )

@@ -51,6 +51,8 @@ class Situation(_Model):
     params: str = Field(description="Sampling parameters in words ('greedy', 'temperature 0.9').")
     sampled: bool = Field(default=False, description="temperature > 0: no greedy reference.")
     bias_text: str | None = Field(default=None, description="What its logit bias forces.")
+    stop: list[str] = Field(default_factory=list, description="Its own stop strings.")
+    role: str | None = Field(default=None, description="Its role in its shape (params: greedy, ...).")
     prefix_cache: bool = Field(description="Sent with the server's prefix cache as users run it.")
 
 

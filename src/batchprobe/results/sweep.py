@@ -54,6 +54,9 @@ class SweepStep(_Model):
     )
     correct: bool | None = None
     reasons: list[str] = Field(default_factory=list, description="Failures, or why not judged.")
+    hard_kinds: list[str] = Field(
+        default_factory=list, description="The kinds of the step's hard findings."
+    )
     requests: int = 0
     errors: int = 0
     decode_tokens_per_s: float | None = Field(

@@ -35,9 +35,49 @@ class Thresholds(BaseModel):
         le=1,
         allow_inf_nan=False,
         description=(
-            "Largest tolerated drop of recall against the baseline. Engines that are not "
-            "batch-invariant flip an occasional answer token under concurrency; 0.15 tolerates one "
-            "flip in 8 sessions and fails two."
+            "compare --gate only: the largest drop of an arm's recall figure between two runs "
+            "that is not a regression. The judge itself tolerates no miss: a wrong answer is "
+            "replayed, and only one that does not come back is a (soft) numerics flip."
+        ),
+    )
+    replays: int = Field(
+        default=3,
+        ge=1,
+        le=10,
+        description=(
+            "How often a wrong answer with only its own content is replayed in its whole wave. "
+            "Wrong again in any replay: a failure; right in every one: a numerics flip (soft)."
+        ),
+    )
+    max_flip_rate: float = Field(
+        default=0.10,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description=(
+            "Flips over judged answers above this, and above 3x the serial replays' own rate, "
+            "with 2 or more flips, is a failure: numerics do not flip one answer in ten."
+        ),
+    )
+    length_slack: int = Field(
+        default=2,
+        ge=0,
+        le=64,
+        description=(
+            "Tokens a reply may fall short of its max_tokens (when its serial reference reached "
+            "it) or differ from its reference's usage: engines hold back a token at a stop-string "
+            "boundary or stream two tokens in one chunk."
+        ),
+    )
+    divergence_p: float = Field(
+        default=0.01,
+        gt=0,
+        lt=1,
+        allow_inf_nan=False,
+        description=(
+            "Without logprobs: greedy rows beside sampled rows that diverge from serial more "
+            "often than greedy rows beside greedy ones, at this one-sided Fisher p-value or "
+            "below, were sampled: a failure."
         ),
     )
     strict_greedy: bool = Field(

@@ -51,6 +51,9 @@ def _mismatch(text: str, ideal: str) -> int | None:
 def check_count(count: CountSpec, text: str, pieces: list[str]) -> SelfCheck:
     lead = 0 if count.leading_space else len(text) - len(text.lstrip())
     body = text[lead:]
+    if not body.strip():
+        # A prefix of the count, but no number: an empty answer does not count.
+        return SelfCheck(kind="count", passed=False, token=0, detail=f"no number generated ({text!r})")
     ideal = count.ideal(len(body) // 2 + 2)
     if not count.leading_space:
         ideal = ideal.lstrip()

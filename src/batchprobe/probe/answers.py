@@ -1,0 +1,115 @@
+"""Checks of one answer against its own request and its serial reference.
+
+Each returns the evidence of what broke, or None. They need no other session: the judge
+(``probe.judge``) decides what an answer's failure means (cross-talk, a flip, a failure).
+"""
+
+from __future__ import annotations
+
+from batchprobe.client.types import ErrorKind
+from batchprobe.results.sessions import SessionResult
+
+# A refusal of the request itself (its path or a parameter), as opposed to a failure to
+# answer it: the server does not serve what was asked.
+_REFUSED_STATUS = frozenset({404, 405, 422})
+# Request fields a 400 may name when the server does not take them.
+_FIELDS = (
+    "logit_bias",
+    "logprobs",
+    "top_logprobs",
+    "top_p",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "seed",
+    "messages",
+    "prompt",
+)
+
+
+def refused(s: SessionResult) -> bool:
+    """The server refused the request's path or a parameter (404, 405, 422, or a 400 that
+    names a request field): not served, rather than answered wrongly."""
+    error = s.error
+    if error is None or error.kind is not ErrorKind.HTTP_STATUS or error.http_status is None:
+        return False
+    if error.http_status in _REFUSED_STATUS:
+        return True
+    body = (error.body_excerpt or "") + error.message
+    return error.http_status == 400 and any(f in body for f in _FIELDS)
+
+
+def tokens(s: SessionResult) -> int:
+    """Completion tokens: the server's usage when it says, else the streamed pieces."""
+    return s.completion_tokens if s.completion_tokens is not None else len(s.chunk_ends)
+
+
+def _max_tokens(s: SessionResult) -> int | None:
+    return s.situation.max_tokens if s.situation is not None else None
+
+
+def _stops(s: SessionResult) -> list[str]:
+    return s.situation.stop if s.situation is not None else []
+
+
+def ended_early(s: SessionResult, ref: SessionResult, slack: int) -> str | None:
+    """A reply shorter than its own max_tokens where its reference reached it, with no
+    reason of its own to stop: its stop string, or a finish its reference shared."""
+    limit = _max_tokens(s)
+    if limit is None or s.error is not None:
+        return None
+    got = tokens(s)
+    if s.finish_reason == "length" and got + slack < limit:
+        return f"finish 'length' after {got} of its max_tokens {limit}"
+    if tokens(ref) + slack < limit or ref.finish_reason != "length" or got + slack >= limit:
+        return None
+    if s.finish_reason == "length":
+        return None
+    if any(ref.text.startswith(s.text + stop) for stop in _stops(s)):
+        return None  # its own stop string, where its reference has it
+    return (
+        f"ended with finish {s.finish_reason!r} after {got} tokens; its serial reference ran to "
+        f"max_tokens {limit}"
+    )
+
+
+def usage_mismatch(s: SessionResult, ref: SessionResult, slack: int) -> str | None:
+    """Usage that is not this reply's: fewer completion tokens than pieces streamed, other
+    completion tokens than its reference for the same text, or other prompt tokens than its
+    reference for the same prompt (uncached)."""
+    if s.error is not None:
+        return None
+    streamed = len(s.chunk_ends)
+    said = s.completion_tokens
+    if said is not None and s.streamed and said + slack < streamed:
+        return f"usage says {said} completion tokens; {streamed} pieces were streamed"
+    same_text = s.text == ref.text and ref.completion_tokens is not None
+    if said is not None and same_text and abs(said - (ref.completion_tokens or 0)) > slack:
+        return (
+            f"usage says {said} completion tokens for the text its serial reference "
+            f"reported as {ref.completion_tokens}"
+        )
+    cold = not s.cached_tokens and not ref.cached_tokens
+    same_prompt = s.prompt_digest is not None and s.prompt_digest == ref.prompt_digest
+    known = None not in (s.prompt_tokens, ref.prompt_tokens)
+    if cold and same_prompt and known and s.prompt_tokens != ref.prompt_tokens:
+        return (
+            f"usage says {s.prompt_tokens} prompt tokens; the same prompt had "
+            f"{ref.prompt_tokens} when sent alone"
+        )
+    return None
+
+
+def not_top1(s: SessionResult) -> str | None:
+    """A greedy row whose chosen token was not its own top-1 (it was sampled)."""
+    sit = s.situation
+    if sit is None or sit.sampled or not s.top_logprobs:
+        return None
+    for index, token in enumerate(s.top_logprobs):
+        best = max(token.alternatives, key=lambda a: a.logprob, default=None)
+        if best is not None and token.logprob < best.logprob - 1e-3:
+            return (
+                f"token {index} {token.token!r} (logprob {token.logprob:.2f}) is not its top-1 "
+                f"{best.token!r} ({best.logprob:.2f}): a greedy row was sampled"
+            )
+    return None

@@ -1,0 +1,244 @@
+"""The sweep's orchestration: every planned depth on one launch, then the bisection of a
+failure; each step is an arm of the report and a step of the envelope, judged as it ends."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import time
+from typing import TYPE_CHECKING
+
+from batchprobe.client import OpenAIClient
+from batchprobe.client.types import RequestError
+from batchprobe.errors import EngineUnreachable
+from batchprobe.probe.arm import ArmContext, generates, warm_up
+from batchprobe.probe.cache import cache_policy, launch_spec
+from batchprobe.probe.compare import compare
+from batchprobe.probe.endpoint import Endpoint, engine_died
+from batchprobe.probe.judge import is_reference, judge_arm, references
+from batchprobe.probe.load import LoadSampler
+from batchprobe.probe.metrics import arm_metrics
+from batchprobe.probe.replay import replay_wrong
+from batchprobe.probe.sweep import envelope, failure_rule, knee, predicted_s, serial_s, step_record
+from batchprobe.probe.waves import run_mixed_wave, run_waves
+from batchprobe.results.arms import ArmResult, ArmSpec
+from batchprobe.results.findings import Finding, Judged
+from batchprobe.results.sweep import StopRule, SweepStep, SweepStop
+from batchprobe.workload.shapes import ShapePlan
+
+if TYPE_CHECKING:
+    from batchprobe.probe.run import ProbeRun
+
+StepPlans = tuple[ShapePlan | None, list[ShapePlan]]
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def step_plans(plans: StepPlans) -> list[ShapePlan]:
+    throughput, mixed = plans
+    return [*([throughput] if throughput is not None else []), *mixed]
+
+
+class Sweep:
+    """One sweep of a run: its steps, why it stopped, the launch's warm-up."""
+
+    def __init__(self, run: ProbeRun) -> None:
+        self.run = run
+        self.config = run.config
+        self.steps: list[SweepStep] = []
+        self.stop: SweepStop | None = None
+        self.notes: list[str] = []
+        self.warm_up_error: RequestError | None = None
+
+    def launch(self) -> None:
+        depths = self.config.sweep or []
+        managed = self.config.base_url is None
+        spec = launch_spec(
+            ArmSpec(name="sweep", concurrency=max(depths), mode="batching" if managed else None,
+                    role="step"),
+            self.config,
+        )
+        run = self.run
+        with run.provider(spec) as ep:
+            try:
+                run.interrupts.run(self._sweep(ep, spec))
+            except EngineUnreachable as exc:
+                died = engine_died(ep, run.report.arms[-1], "during the sweep")
+                if died is None:
+                    raise
+                raise died from exc
+            finally:
+                for arm in run.report.arms:
+                    if arm.spec.role != "arm":
+                        run.diagnose(ep, arm)
+
+    async def _sweep(self, ep: Endpoint, spec: ArmSpec) -> None:
+        async with self.run.client(ep) as client:
+            ctx = await self.run.prepare(ep, client)
+            ctx.cache_body, ctx.cold_note, ctx.cache_note = cache_policy(
+                ctx.extra_body, ep.cache_control, spec
+            )
+            warm = await warm_up(client, spec.name, ctx)
+            # An error of the step it precedes: the first one.
+            self.warm_up_error = warm.error
+            started = time.monotonic()
+            await self._planned(client, ep, ctx, spec, started)
+            if self.stop is not None and self.stop.rule in (StopRule.INCORRECT, StopRule.ERRORS):
+                await self._bisect(client, ep, ctx, spec, started)
+
+    async def _planned(
+        self, client: OpenAIClient, ep: Endpoint, ctx: ArmContext, spec: ArmSpec, started: float
+    ) -> None:
+        cfg = self.config
+        last: SweepStep | None = None
+        for n in cfg.sweep or []:
+            plans = (self.run.plans.throughput.get(n), self.run.plans.steps[n])
+            if last is not None and not self._fits(started, last, plans, n):
+                return
+            last = await self._step(client, ep, ctx, spec, n, plans, "sweep")
+            if last.correct is False:
+                detail = "; ".join(last.reasons[:2])
+                self.stop = SweepStop(rule=failure_rule(last), at_n=n, detail=detail)
+                return
+            if last.within_slo is False:
+                self.stop = SweepStop(rule=StopRule.SLO, at_n=n, detail="; ".join(last.slo_breaches))
+                return
+            at = knee(self.steps)
+            if cfg.sweep_auto and at is not None and n >= 2 * cfg.sessions:
+                self.stop = SweepStop(
+                    rule=StopRule.KNEE, at_n=at, detail=f"throughput stopped growing after {at}"
+                )
+                return
+        if last is not None and last.n == (cfg.sweep or [0])[-1]:
+            self.stop = SweepStop(rule=StopRule.PLAN_END, at_n=last.n)
+
+    def _fits(self, started: float, last: SweepStep, plans: StepPlans, n: int) -> bool:
+        """Whether the next step, predicted from the last one's pace, fits the time budget."""
+        budget = self.config.time_budget_s
+        if budget is None:
+            return True
+        elapsed = time.monotonic() - started
+        predicted = predicted_s(last, sum(len(p.sends) for p in step_plans(plans)))
+        if elapsed + predicted <= budget:
+            return True
+        self.stop = SweepStop(
+            rule=StopRule.TIME_BUDGET,
+            at_n=n,
+            detail=f"{elapsed:.0f}s spent; the step at {n} would take about {predicted:.0f}s "
+            f"more than the {budget:.0f}s budget allows",
+        )
+        return False
+
+    async def _bisect(
+        self, client: OpenAIClient, ep: Endpoint, ctx: ArmContext, spec: ArmSpec, started: float
+    ) -> None:
+        """Between the last correct depth and the first failing one, until they are adjacent."""
+        stop = self.stop
+        if stop is None or stop.at_n is None:
+            return
+        failing = stop.at_n
+        correct = max((s.n for s in self.steps if s.correct and s.n < failing), default=None)
+        while correct is not None and failing - correct > 1:
+            middle = (correct + failing) // 2
+            plans = self.run.plans.at(middle)
+            self.run.plant(step_plans(plans))
+            if not self._fits(started, self.steps[-1], plans, middle):
+                self.stop = stop.model_copy(
+                    update={"detail": f"{stop.detail}; bisection cut short by the time budget"}
+                )
+                return
+            step = await self._step(client, ep, ctx, spec, middle, plans, "bisect")
+            if step.correct:
+                correct = middle
+            else:
+                failing = middle
+        self.stop = stop.model_copy(update={"at_n": failing})
+
+    def _new_arm(self, name: str, n: int, depth: int, mode: str | None, role: str) -> ArmResult:
+        arm = ArmResult(
+            spec=ArmSpec(name=name, concurrency=n, depth=depth, mode=mode, role=role),  # type: ignore[arg-type]
+            state="running",
+            started_at=_now(),
+        )
+        self.run.report.arms.append(arm)
+        return arm
+
+    async def _waves(
+        self, client: OpenAIClient, ep: Endpoint, arm: ArmResult, ctx: ArmContext, plans: StepPlans
+    ) -> tuple[LoadSampler, float]:
+        """The throughput phase, then the mixed wave, with the server's load sampled; the
+        mixed wave's wall time."""
+        throughput, mixed = plans
+        pgid = ep.process.pgid if ep.process is not None else None
+        async with LoadSampler(ep.base_url, pgid) as sampler:
+            t0 = time.perf_counter()
+            if throughput is not None:
+                await run_mixed_wave(client, arm, dataclasses.replace(ctx, plans=[throughput]), t0)
+            mixed_wall = await run_mixed_wave(client, arm, dataclasses.replace(ctx, plans=mixed), t0)
+            wall = time.perf_counter() - t0
+        arm.metrics = arm_metrics(arm.sessions, wall, every_shape=True)
+        return sampler, mixed_wall
+
+    async def _references(
+        self, client: OpenAIClient, n: int, mode: str | None, ctx: ArmContext
+    ) -> ArmResult:
+        """A bisection step's items sent alone, after its waves (so they ran cold)."""
+        ref = self._new_arm(f"references@{n}", 1, n, mode, "reference")
+        self.run.listener.arm_started(ref, len(ctx.items))
+        ref.metrics = arm_metrics(ref.sessions, await run_waves(client, ref, ctx))
+        ref.state = "done"
+        self.run.listener.arm_finished(ref)
+        return ref
+
+    def _judge(self, judged: list[ArmResult], arm: ArmResult) -> tuple[list[Finding], list[Judged]]:
+        refs = references(judged)
+        found, counts = judge_arm(arm, False, refs, self.config.thresholds)
+        for index, other in enumerate(judged[:-1]):
+            if index and is_reference(index, other):
+                more, _ = judge_arm(other, True, refs, self.config.thresholds)
+                found += more
+        return found, counts
+
+    async def _step(
+        self, client: OpenAIClient, ep: Endpoint, ctx: ArmContext, spec: ArmSpec, n: int,
+        plans: StepPlans, kind: str,
+    ) -> SweepStep:
+        """One step: its waves, its liveness, its references (bisection), its replays."""
+        run = self.run
+        baseline = run.report.arms[0]
+        arm = self._new_arm(f"sweep@{n}", n, n, spec.mode, "step")
+        if not self.steps and self.warm_up_error is not None:
+            arm.warm_up_error = self.warm_up_error
+        run.served_by(ep, arm)
+        step_ctx = dataclasses.replace(ctx, plans=step_plans(plans))
+        run.listener.arm_started(arm, sum(len(p.sends) for p in step_ctx.plans))
+        sampler, mixed_wall = await self._waves(client, ep, arm, ctx, plans)
+        before = len(arm.sessions) - sum(len(p.sends) for p in plans[1])
+        judged = [baseline, arm]
+        references_note = f"the serial baseline {baseline.spec.name} (its own launch, cold)"
+        if kind == "bisect":
+            ref = await self._references(client, n, spec.mode, step_ctx)
+            judged = [baseline, ref, arm]
+            references_note = f"{ref.spec.name}: its items sent alone on the sweep's launch, after the wave"
+        mixed_ctx = dataclasses.replace(ctx, plans=plans[1])
+        await replay_wrong(client, arm, mixed_ctx, judged, self.config.thresholds, mixed=True)
+        arm.server_alive_after = await generates(client, arm.spec.name, step_ctx)
+        if ep.is_alive is not None and not ep.is_alive():
+            arm.server_alive_after = False
+        arm.state = "done"
+        run.listener.arm_finished(arm)
+        alone = serial_s(arm.sessions[before:], judged[:-1])
+        step = step_record(
+            arm, compare(arm, baseline),
+            alone / mixed_wall if alone is not None and mixed_wall > 0 else None,
+            self._judge(judged, arm), self.config, sampler.server_load(), sampler.rss_peak_mb,
+            kind, references_note,
+        )
+        self.steps.append(step)
+        run.report.envelope = envelope(baseline, self.steps, self.notes)
+        run.save()
+        if arm.server_alive_after is False:
+            raise EngineUnreachable(f"the server stopped answering after step {arm.spec.name}")
+        return step
