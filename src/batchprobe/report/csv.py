@@ -1,6 +1,7 @@
 """CSV of the steps table (a sweep) or of the arms table: one row per step or arm.
 
-Values are the typed report's own fields, unformatted (seconds, tokens per second, ratios), so a
+Each row carries the run's id (CSVs of several runs concatenate). Values are the typed
+report's own fields, unformatted (seconds, tokens per second, ratios), so a
 spreadsheet or pandas reads numbers, not "42.2 / 48.8 ms" strings.
 """
 
@@ -12,12 +13,12 @@ import io
 from batchprobe.results.models import ArmResult, Distribution, Report
 from batchprobe.results.sweep import SweepStep
 
-STEP_FIELDS = ("n", "arm", "kind", "correct", "requests", "errors", "decode_tokens_per_s",
+STEP_FIELDS = ("run_id", "n", "arm", "kind", "correct", "requests", "errors", "decode_tokens_per_s",
                "per_session_decode_tokens_per_s", "speedup", "scaling_efficiency",
                "mixed_speedup", "ttft_p50_s", "ttft_p99_s", "itl_p50_s", "itl_p99_s",
                "server_running_max", "server_running_mean", "server_waiting_max",
                "client_overlap_max", "engine_rss_peak_mb", "within_slo", "wall_s", "first_reason")
-ARM_FIELDS = ("arm", "n", "role", "state", "sessions", "errors", "recall_hits", "recall_sessions",
+ARM_FIELDS = ("run_id", "arm", "n", "role", "state", "sessions", "errors", "recall_hits", "recall_sessions",
               "cross_talk_sessions", "decode_tokens_per_s", "decode_speedup",
               "prefill_tokens_per_s", "ttft_p50_s", "ttft_p99_s", "itl_p50_s", "itl_p99_s",
               "greedy_matches", "greedy_compared", "cached_prompt_tokens", "wall_s")
@@ -36,7 +37,7 @@ def step_row(report: Report, step: SweepStep) -> dict[str, Value]:
     ttft = _pcts(m.ttft_s if m else None)
     itl = _pcts(m.itl_s if m else None)
     values: tuple[Value, ...] = (
-        step.n, step.arm, step.kind, step.correct, step.requests, step.errors,
+        report.run_id, step.n, step.arm, step.kind, step.correct, step.requests, step.errors,
         step.decode_tokens_per_s, step.per_session_decode_tokens_per_s, step.speedup,
         step.scaling_efficiency, step.mixed_speedup, *ttft, *itl,
         load.running_max if load else None, load.running_mean if load else None,
@@ -51,7 +52,7 @@ def arm_row(report: Report, arm: ArmResult) -> dict[str, Value]:
     ttft = _pcts(m.ttft_s if m else None)
     itl = _pcts(m.itl_s if m else None)
     values: tuple[Value, ...] = (
-        arm.spec.name, arm.spec.concurrency, arm.spec.role, arm.state,
+        report.run_id, arm.spec.name, arm.spec.concurrency, arm.spec.role, arm.state,
         m.sessions if m else None, m.sessions - m.ok_sessions if m else None,
         m.recall_hits if m else None, m.recall_sessions if m else None,
         m.cross_talk_sessions if m else None, m.decode_tokens_per_s if m else None,
