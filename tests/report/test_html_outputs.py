@@ -11,8 +11,10 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from batchprobe.report import render_html
+from batchprobe.cli import main
+from batchprobe.report import compare_reports, render_html
 from batchprobe.report._failures import failure_rows
 
 from .chromium import chromium_page
@@ -162,3 +164,37 @@ def test_screenshots_at_1400_and_390(which: str, request: pytest.FixtureRequest,
             assert seen["smallText"] == [], f"plot text under 10 px on a phone: {seen}"
         if which == "failing_sweep":
             assert seen["failures"], "the failures section is one link away"
+
+
+def test_compare_of_sweeps_shows_envelopes_per_n_rows_and_the_overlay(
+        healthy_sweep: Path, failing_sweep: Path, tmp_path: Path) -> None:
+    html_path = tmp_path / "compare.html"
+    result = CliRunner().invoke(main, ["compare", str(healthy_sweep), str(failing_sweep),
+                                       "--gate", "--html", str(html_path),
+                                       "--label", "clean"], env={"COLUMNS": "200"})
+    assert result.exit_code == 1, result.output  # the failing sweep regresses: the gate says so
+    healthy, failing = load(healthy_sweep), load(failing_sweep)
+    comp = compare_reports([healthy, failing], [healthy_sweep, failing_sweep], labels=["clean"])
+    assert [r.label for r in comp.runs] == ["clean", failing_sweep.stem]
+    rows = {r.label: r.values for r in comp.envelope}
+    assert healthy.envelope is not None and failing.envelope is not None
+    assert rows["largest correct N"] == [str(healthy.envelope.largest_correct_n),
+                                         str(failing.envelope.largest_correct_n)]
+    assert rows["first failing N"][1] == f"{failing.envelope.first_failing_n} (pinned)"
+    depths = sorted({s.n for r in (healthy, failing) for s in r.envelope.steps})  # type: ignore[union-attr]
+    assert [r.label for r in comp.per_n] == [f"N={n}" for n in depths]
+    failing_n = failing.envelope.first_failing_n
+    assert comp.per_n[depths.index(failing_n)].values[1].startswith("✗")
+    assert "not run" in comp.per_n[depths.index(3)].values[0], "N=3 only the bisection ran"
+    for view, cell in (("clean", "largest correct N"), (failing_sweep.stem, "first failing N")):
+        assert view in result.output and cell in result.output
+    html = html_path.read_text(encoding="utf-8")
+    page = _parse(html)
+    assert 'id="plot-overlay"' in html and "<svg" in html and "script" not in page.tags
+    assert html.index('id="envelope-rows"') < html.index('id="plot-overlay"') < html.index(
+        'id="per-n"')
+    shown = _page(tmp_path, "sweep_compare", html)
+    found = asyncio.run(_shoot(shown, "sweep_compare"))
+    for view in VIEWPORTS:
+        assert found[view]["pageWidth"] <= found[view]["viewport"], view
+    assert found["390"]["smallText"] == [], found["390"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from batchprobe.report._envelope import Fact
 from batchprobe.results.findings import Finding
 from batchprobe.results.models import Report, Status
-from batchprobe.results.sweep import Envelope, StopRule, SweepStep
+from batchprobe.results.sweep import Envelope, StopRule
 
 
 def _best_speedup(report: Report) -> tuple[float, int] | None:
@@ -66,7 +66,7 @@ def answer(report: Report) -> str:
     return f"{parallel_sentence(report)} {correct_sentence(report)}"
 
 
-def _scaling(env: Envelope) -> Fact | None:
+def scaling_fact(env: Envelope) -> Fact | None:
     """The knee, or, with none found, whether throughput still climbs at the deepest step."""
     if env.knee_n is not None:
         return Fact("knee", f"N={env.knee_n}")
@@ -108,7 +108,7 @@ def cards(report: Report) -> list[Fact]:
         if env.first_failing_n is not None else None,
         Fact("peak throughput", f"{env.peak_decode_tokens_per_s:.1f} tok/s at N={env.peak_n}")
         if env.peak_decode_tokens_per_s is not None else None,
-        _scaling(env),
+        scaling_fact(env),
         Fact("largest N within SLO", str(env.largest_within_slo_n))
         if env.largest_within_slo_n is not None and _slo_given(report) else None,
         Fact("engine cap", f"{env.engine_cap} running at once (server gauge)")
@@ -164,7 +164,3 @@ def failing_lines(report: Report, severity: str = "hard") -> list[FailingLine]:
              for (arm, shape), fs in groups.items()]
     return sorted(lines, key=lambda line: (line.n if line.n is not None else 0, line.arm,
                                            line.shape or ""))
-
-
-def step_of(report: Report, n: int) -> SweepStep | None:
-    return report.envelope.step(n) if report.envelope is not None else None

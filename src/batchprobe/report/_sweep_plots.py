@@ -10,6 +10,7 @@ from __future__ import annotations
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
 
+from batchprobe.report._compare_sweep import Curve
 from batchprobe.report._failures import session_of
 from batchprobe.report._plots import _COLOURS, _TEXT, Figure, _svg
 from batchprobe.results.models import Report, SessionOutcome, SessionResult
@@ -137,3 +138,45 @@ def timeline_figure(report: Report) -> Figure | None:
 
 
 SWEEP_BUILDERS = (latency_throughput_figure, prefill_per_n_figure, timeline_figure)
+
+
+_RUN_COLOURS = ("#1565c0", "#ef6c00", "#6a1b9a", "#00838f", "#5d4037", "#ad1457")
+
+
+def overlay_figure(curves: list[Curve]) -> Figure | None:
+    """`compare` of sweeps: every run's tok/s by N, each failing region shaded in its colour."""
+    if not curves:
+        return None
+    fig, ax = _axes(3.4)
+    ns: set[int] = set()
+    for i, curve in enumerate(curves):
+        colour = _RUN_COLOURS[i % len(_RUN_COLOURS)]
+        points = [(p, p.tokens_per_s) for p in curve.points if p.tokens_per_s is not None]
+        ns |= {p.n for p in curve.points}
+        ax.plot([p.n for p, _ in points], [rate for _, rate in points], color=colour,
+                linewidth=1.4, label=curve.label)
+        for p, rate in points:
+            ax.scatter([p.n], [rate], s=36, zorder=3, marker="D" if p.bisect else "o",
+                       facecolors="white" if p.correct is False else colour,
+                       edgecolors=_COLOURS[False] if p.correct is False else colour,
+                       linewidths=1.6)
+        if curve.first_failing_n is not None:
+            ax.axvspan(curve.first_failing_n, max(ns) * 1.3, color=colour, alpha=0.10,
+                       hatch="//", zorder=0)
+            ax.axvline(curve.first_failing_n, color=colour, linestyle="--", linewidth=1.2)
+    if not ns:
+        return None
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(min(ns) / 1.3, max(ns) * 1.3)
+    ax.set_xticks(sorted(ns), [str(n) for n in sorted(ns)])
+    ax.minorticks_off()
+    ax.set_xlabel("N: requests in flight (log2)", fontsize=_TEXT)
+    ax.set_ylabel("agg decode tok/s", fontsize=_TEXT)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=_TEXT, loc="upper left", framealpha=0.85)
+    failing = [f"{c.label} from N={c.first_failing_n}" for c in curves if c.first_failing_n]
+    where = ("Hatched, in the run's colour: where it answered wrong (" + "; ".join(failing)
+             + "); hollow red-edged points are wrong steps.") if failing else (
+        "Every run answered correctly at every step.")
+    return Figure("plot-overlay", "Throughput per N, every run", _svg(fig),
+                  f"Aggregate decode tok/s per N of each run's sweep. {where}")

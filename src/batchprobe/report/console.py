@@ -120,9 +120,9 @@ def comparison_table(comp: RunsComparison) -> Table:
     table.add_column("")
     for i, run in enumerate(comp.runs):
         table.add_column(f"{chr(ord('A') + i)}: {run.label}", justify="right")
-    for fact in comp.facts:
-        style = "bold" if fact.differs else None
-        table.add_row(escape(fact.label), *map(escape, fact.values), style=style)
+    for row in [*comp.envelope, *comp.per_n, *comp.facts]:
+        style = "bold" if row.differs else None
+        table.add_row(escape(row.label), *map(escape, row.values), style=style)
     for fig in comp.figures:
         cells = []
         for i in range(len(comp.runs)):

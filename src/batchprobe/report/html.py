@@ -244,7 +244,10 @@ def render_html(report: Report) -> str:
 
 
 def render_comparison_html(comp: RunsComparison) -> str:
-    return _environment().get_template("compare.html.j2").render(comp=comp)
+    from batchprobe.report._sweep_plots import overlay_figure
+
+    return _environment().get_template("compare.html.j2").render(
+        comp=comp, overlay=overlay_figure(comp.curves))
 
 
 class HtmlRenderer:

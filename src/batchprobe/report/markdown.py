@@ -97,7 +97,8 @@ def render_markdown(report: Report) -> str:
 
 def render_comparison_markdown(comp: RunsComparison) -> str:
     header = ["", *(f"{chr(ord('A') + i)}: {r.label}" for i, r in enumerate(comp.runs))]
-    rows = [[f"**{f.label}**" if f.differs else f.label, *f.values] for f in comp.facts]
+    rows = [[f"**{f.label}**" if f.differs else f.label, *f.values]
+            for f in [*comp.envelope, *comp.per_n, *comp.facts]]
     for fig in comp.figures:
         cells = [fig.cell(i) + (f" ({d})" if (d := fig.delta(i)) else "")
                  for i in range(len(comp.runs))]
