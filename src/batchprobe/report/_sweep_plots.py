@@ -12,7 +12,7 @@ from matplotlib.figure import Figure as MplFigure
 
 from batchprobe.report._compare_sweep import Curve
 from batchprobe.report._failures import session_of
-from batchprobe.report._plots import _COLOURS, _TEXT, Figure, _svg
+from batchprobe.report._plots import _COLOURS, _TEXT, Figure, _plain_log, _svg
 from batchprobe.results.models import Report, SessionOutcome, SessionResult
 from batchprobe.results.sweep import SweepStep
 
@@ -78,7 +78,7 @@ def latency_throughput_figure(report: Report) -> Figure | None:
                         fontsize=_TEXT, color=_COLOURS[step.correct])
     if not ax.lines:
         return None
-    ax.set_yscale("log")
+    _plain_log(ax)
     ax.set_xlabel("agg decode tok/s", fontsize=_TEXT)
     ax.set_ylabel("ms (log)", fontsize=_TEXT)
     ax.legend(fontsize=_TEXT, loc="best", framealpha=0.85)
