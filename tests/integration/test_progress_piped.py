@@ -16,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 
 from batchprobe.cli._render import arm_line
@@ -78,3 +79,22 @@ def test_piped_progress_prints_each_step_before_the_next_one_ends(tmp_path: Path
         assert next_ends, f"no request of {after.spec.name} reached the server"
         assert at[arm.spec.name] < min(next_ends), (
             f"the line of {arm.spec.name} came after {after.spec.name}'s first reply ended")
+
+
+@pytest.mark.parametrize("mode", ["off", "rich"])
+def test_progress_off_prints_nothing_and_rich_draws_the_plan(tmp_path: Path, mode: str) -> None:
+    output = tmp_path / "verdict.json"
+    with FakeServerThread(FakeServerConfig(ttft_ms=5.0, itl_ms=4.0)) as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "batchprobe", "run", "--base-url", server.base_url,
+             "--sessions", "2", "--haystack-tokens", "200", "--max-tokens", "16", "--quick",
+             "--progress", mode, "--output", str(output)],
+            capture_output=True, text=True, encoding="utf-8", timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    report = read_report(output)
+    lines = [arm_line(a) for a in report.arms]
+    if mode == "off":
+        assert done.stderr == "", done.stderr
+    else:
+        assert "plan" in done.stderr and "arm serial (N=1)" in done.stderr, done.stderr
+        assert not any(line in done.stderr for line in lines), "rich draws bars, not lines"

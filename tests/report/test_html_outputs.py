@@ -198,3 +198,16 @@ def test_compare_of_sweeps_shows_envelopes_per_n_rows_and_the_overlay(
     for view in VIEWPORTS:
         assert found[view]["pageWidth"] <= found[view]["viewport"], view
     assert found["390"]["smallText"] == [], found["390"]
+
+
+def test_a_dead_engine_shows_its_log_tail_open_after_the_error(engine_died_verdict: Path) -> None:
+    report = load(engine_died_verdict)
+    assert report.status.value == "engine_died" and report.log_tail
+    html = render_html(report)
+    error = html.index('id="error"')
+    tail = html.index('<details open id="log-tail">')
+    assert error < tail < html.index("</header>"), "the tail opens right under the error"
+    log = next(a.log_path for a in report.arms if a.log_path)
+    assert f'<a href="{log}">full log</a>' in html and Path(log).is_file()
+    assert html.count("KV cache block table corrupted") >= 1
+    assert "engine log tail" not in html[html.index('id="config"'):], "shown once"

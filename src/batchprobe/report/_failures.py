@@ -79,9 +79,10 @@ def _rows(report: Report, finding: Finding, index: int) -> list[FailureRow]:
 
 
 def failure_rows(report: Report) -> list[FailureRow]:
-    """One row per wrong session of every hard finding, ordered by N, arm, shape, session."""
+    """One row per wrong session of every hard finding, ordered by N, arm and shape (within
+    those, in the order the judge found them)."""
     rows = [row for i, f in enumerate(report.findings) if f.hard for row in _rows(report, f, i)]
-    return sorted(rows, key=lambda r: (r.n or 0, r.arm, r.shape or "", r.session.text))
+    return sorted(rows, key=lambda r: (r.n or 0, r.arm, r.shape or ""))
 
 
 def soft_findings(report: Report) -> list[Finding]:
