@@ -75,3 +75,55 @@ def keep(path: Path) -> Path:
 
 def load(path: Path) -> Report:
     return Report.model_validate_json(path.read_text())
+
+
+def sweep_verdict(folder: Path, name: str, fake: dict[str, object], **plan: object) -> Path:
+    """A default-style sweep (1,2,4,8 at --sessions 4) against the fake; the verdict's path."""
+    from batchprobe.probe import plan_run, run_plan
+
+    output = folder / f"{name}.json"
+    settings: dict[str, object] = {"ttft_ms": 5.0, "itl_ms": 4.0, **fake}
+    with FakeServerThread(FakeServerConfig(**settings)) as server:  # type: ignore[arg-type]
+        run_plan(plan_run(base_url=server.base_url, output=output, sessions=4,
+                          haystack_tokens=200, max_tokens=24, **plan))  # type: ignore[arg-type]
+    return output
+
+
+@pytest.fixture(scope="session")
+def healthy_sweep(verdicts_dir: Path) -> Path:
+    return sweep_verdict(verdicts_dir, "sweep-healthy", {"batching": "continuous",
+                                                         "slowdown": 0.05})
+
+
+@pytest.fixture(scope="session")
+def failing_sweep(verdicts_dir: Path) -> Path:
+    """Wrong answers above 3 in flight (corrupted counts and codes): first wrong at N=4."""
+    return sweep_verdict(
+        verdicts_dir, "sweep-failing", {"fault": "corrupt", "fault_when": "above",
+                                        "fault_above": 3})
+
+
+@pytest.fixture(scope="session")
+def leaking_sweep(verdicts_dir: Path) -> Path:
+    """Cross-talk above 3 in flight: answers that hold another session's code."""
+    return sweep_verdict(
+        verdicts_dir, "sweep-leaking", {"fault": "cross_talk", "fault_when": "above",
+                                        "fault_above": 3})
+
+
+@pytest.fixture(scope="session")
+def engine_died_verdict(verdicts_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A managed engine (a serve-cmd fake) that exits with code 3 after three generations."""
+    import shlex
+    import sys
+
+    from batchprobe.probe import plan_run, run_plan
+
+    dying = Path(__file__).parents[1] / "integration" / "dying_server.py"
+    serve = shlex.join([sys.executable, str(dying), "--port", "{port}", "--fault", "exit_after",
+                        "--exit-after", "3"])
+    output = verdicts_dir / "engine-died.json"
+    run_plan(plan_run(engine="serve-cmd", serve_cmd=serve, model="fake", workloads="decode",
+                      sessions=2, max_tokens=16, shapes="burst", arms="batching@2",
+                      cache_dir=tmp_path_factory.mktemp("cache"), output=output))
+    return output

@@ -68,6 +68,15 @@ def _step_rows(html: str) -> dict[int, str]:
     return {int(re.findall(r"<td[^>]*>(.*?)</td>", r, re.DOTALL)[0]): r for r in rows}
 
 
+def _more_rows(html: str) -> dict[int, str]:
+    """The second table of steps (its secondary columns), by N."""
+    table = re.search(r'<table class="steps secondary">(.*?)</table>', html, re.DOTALL)
+    assert table
+    rows = re.findall(r"<tr>(.*?)</tr>", table.group(1), re.DOTALL)
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", r, re.DOTALL) for r in rows]
+    return {int(c[0]): r for c, r in zip(cells, rows) if c}
+
+
 def _rate(value: float | None) -> str:
     assert value is not None
     return f"{value:.1f}"
@@ -88,7 +97,7 @@ def test_envelope_figure_marks_knee_cap_and_failing_n(cap4: Report, corrupt: Rep
     assert healthy is not None and healthy.key == ENVELOPE_KEY
     assert "<svg" in healthy.svg and "knee 4" in healthy.svg and "engine cap 4" in healthy.svg
     assert "serial baseline" in healthy.svg and "first failing" not in healthy.svg
-    assert "TTFT p99" in healthy.svg and "server running max" in healthy.svg
+    assert "TTFT p99" in healthy.svg and "running max (server gauge)" in healthy.svg
     # The x axis is N: every step's depth is a tick label.
     for step in cap4.envelope.steps if cap4.envelope else []:
         assert f">{step.n}<" in healthy.svg or f"{step.n}</text>" in healthy.svg
@@ -96,9 +105,10 @@ def test_envelope_figure_marks_knee_cap_and_failing_n(cap4: Report, corrupt: Rep
     assert broken is not None and "first failing N=2 (pinned)" in broken.svg
     assert "#c62828" in broken.svg  # the failing region and line are red
     assert "Red from N=2" in broken.caption
-    # Only a sweep has one; it is the last builder, after the per-arm plots.
+    # Only a sweep has one; it is the last builder, after the per-N plots (no per-arm bars).
     assert envelope_figure(load(pass_verdict)) is None
-    assert [f.key for f in figures(cap4)][-1] == ENVELOPE_KEY
+    keys = [f.key for f in figures(cap4)]
+    assert keys[-1] == ENVELOPE_KEY and "plot-decode" not in keys and "plot-timeline" in keys
 
 
 def test_html_envelope_section_follows_the_verdict(cap4: Report, corrupt: Report,
@@ -109,27 +119,31 @@ def test_html_envelope_section_follows_the_verdict(cap4: Report, corrupt: Report
         assert html.index("</header>") < html.index('id="envelope"') < html.index('id="arms"')
         section = _section(html, "envelope")
         assert f'id="{ENVELOPE_KEY}"' in section and "<svg" in section
-        assert html.count("<svg") == 5  # four per-arm plots and the envelope
+        # the per-N plots, and the envelope twice (a desktop and a phone layout)
+        assert html.count("<svg") == len(figures(report)) + 1
         env = report.envelope
         assert env is not None
-        assert f"{_rate(env.peak_decode_tokens_per_s)} tok/s at N={env.peak_n}" in section
+        header = html[: html.index("</header>")]
+        assert f"{_rate(env.peak_decode_tokens_per_s)} tok/s at N={env.peak_n}" in header
         rows = _step_rows(html)
+        more = _more_rows(html)
+        assert sorted(more) == sorted(rows)
         assert sorted(rows) == [s.n for s in env.steps]
         for step in env.steps:
             row = rows[step.n]
             assert _rate(step.decode_tokens_per_s) in row
-            assert f"{step.speedup:.2f}x" in row and f"<td>{step.requests}</td>" in row
+            assert f"{step.speedup:.2f}x" in row and f"<td>{step.requests}</td>" in more[step.n]
             arm = report.arm(step.arm)
             assert arm and arm.metrics and arm.metrics.ttft_s
             assert f"{arm.metrics.ttft_s.p99 * 1000:.1f} ms" in row
             if step.server_load is not None:
-                assert f"{step.server_load.running_max} / " in row
-    cap_section = _section(render_html(cap4), "envelope")
-    assert "N=4" in cap_section and "4 running at once" in cap_section
+                assert f"{step.server_load.running_max} / " in more[step.n]
+    cap_html = render_html(cap4)
+    assert "knee</dt><dd>N=4" in cap_html and "4 running at once" in cap_html
     assert all("✓" in row for row in _step_rows(render_html(cap4)).values())
     html = render_html(corrupt)
-    section = _section(html, "envelope")
-    assert "2 (pinned: N=1 is correct)" in section
+    assert "first failing N</dt><dd>2 (pinned)" in html
+    assert "Correct: up to N=1; first wrong at N=2 (pinned by bisection)." in html
     failing = re.search(r'<tr class="step-wrong"[^>]*id="first-failing">(.*?)</tr>', html, re.DOTALL)
     assert failing and "✗" in failing.group(1)
     step = corrupt.envelope.step(2) if corrupt.envelope else None
@@ -152,7 +166,7 @@ def test_html_grid_groups_steps_without_losing_a_session(cap4: Report, corrupt: 
         for step in env.steps:
             assert any(t.startswith(f"{step.arm} · N={step.n}") for t in titles), titles
         html = render_html(report)
-        cells = len(re.findall(r"<td>\s*<details>", _section(html, "sessions")))
+        cells = len(re.findall(r"<td[^>]*>\s*<details>", _section(html, "sessions")))
         assert cells == g.rows * len(g.columns)
 
 
@@ -164,7 +178,7 @@ def test_markdown_envelope_table(cap4: Report, corrupt: Report) -> None:
         assert [t for t in tokens if t.type == "table_open"]
         env = report.envelope
         assert env is not None
-        part = md[md.index("### Envelope"):md.index("| arm |")]
+        part = md[md.index("### Envelope"):md.index("<details><summary>more columns")]
         rows = {int(line.split("|")[1]): line for line in part.splitlines()
                 if re.match(r"\| \d+ \|", line)}
         assert sorted(rows) == [s.n for s in env.steps]
@@ -172,7 +186,7 @@ def test_markdown_envelope_table(cap4: Report, corrupt: Report) -> None:
             assert _rate(step.decode_tokens_per_s) in rows[step.n]
             assert ("✓" in rows[step.n]) is (step.correct is True)
     md = render_markdown(corrupt)
-    assert "first failing N: **2 (pinned: N=1 is correct)**" in md
+    assert "first failing N: **2 (pinned)**" in md and "first wrong at N=2 (pinned" in md
     assert "knee: **N=4**" in render_markdown(cap4)
     assert "engine cap: **4 running at once" in render_markdown(cap4)
 
@@ -218,7 +232,8 @@ def test_console_prints_the_compact_envelope(cap4: Report, corrupt: Report) -> N
 
 
 MEASURE = """JSON.stringify({
-  figure: (() => { const e = document.querySelector('#envelope figure svg');
+  figure: (() => { const e = [...document.querySelectorAll('#envelope figure svg')]
+      .find(s => s.getBoundingClientRect().width > 0);  // the layout shown at this width
     if (!e) return null; const r = e.getBoundingClientRect(); return [r.width, r.height]; })(),
   table: document.querySelectorAll('#steps tr').length,
   pageWidth: document.documentElement.scrollWidth, viewport: window.innerWidth,

@@ -80,7 +80,9 @@ def test_cross_talk_cells_name_their_source(cross_talk_verdict: Path) -> None:
     assert leaked
     for row, cell in leaked:
         assert cell.session is not None and cell.session.outcome is SessionOutcome.CROSS_TALK
-        assert all(f"s{src}" in cell.label for src in cell.session.cross_talk_from)
+        assert [link.text for link in cell.sources] == [
+            f"s{src}" for src in cell.session.cross_talk_from]
+        assert all(link.anchor for link in cell.sources), "each source links to its cell"
         assert row.session not in cell.session.cross_talk_from
     html = render_html(report)
     assert html.count("<details><summary class=\"cross_talk\">") == len(leaked)
@@ -103,9 +105,10 @@ def test_html_is_self_contained(which: str, request: pytest.FixtureRequest) -> N
 def test_every_builtin_renderer_renders_a_real_verdict(cross_talk_verdict: Path) -> None:
     report = load(cross_talk_verdict)
     registry = builtin_renderers()
-    assert registry.names() == ["console", "html", "junit", "md"]
+    assert registry.names() == ["console", "csv", "html", "jsonl", "junit", "md"]
     for name in registry.names():
         text = registry.get(name).render(report)
         assert report.run_id in text, name
     console = registry.get("console").render(report)
-    assert "FAIL parallel=True correct=False" in console and "concurrent" in console
+    assert console.startswith("FAIL Parallel: ") and "concurrent" in console
+    assert "FAIL parallel=True correct=False" in console

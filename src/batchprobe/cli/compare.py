@@ -30,8 +30,11 @@ _FILE = click.Path(dir_okay=False, path_type=Path)
               help="Largest tolerated decode throughput drop per arm, as a fraction (0.10 = 10%).")
 @click.option("--html", "html_path", type=_FILE, help="Write the comparison as HTML here.")
 @click.option("--md", "md_path", type=_FILE, help="Write the comparison as markdown here.")
+@click.option("--label", "labels", multiple=True,
+              help="A run's column label, in the order of VERDICTS (repeat it) [default: each "
+                   "file's stem].")
 def compare(verdicts: tuple[Path, ...], gate: bool, max_throughput_drop: float,
-            html_path: Path | None, md_path: Path | None) -> None:
+            html_path: Path | None, md_path: Path | None, labels: tuple[str, ...]) -> None:
     """Compare verdicts of the same plan (engines, versions, patches) against the first one.
 
     A regression: a check that passed in the first run and fails in another, a decode
@@ -44,9 +47,12 @@ def compare(verdicts: tuple[Path, ...], gate: bool, max_throughput_drop: float,
     if len(verdicts) < 2:
         raise click.UsageError("VERDICTS: give at least two verdict files to compare")
     paths = list(verdicts)
+    if len(labels) > len(paths):
+        raise click.UsageError(f"--label: {len(labels)} labels for {len(paths)} verdicts; give "
+                               "at most one per verdict, in their order")
     # A ReportError is exit 2 and one line (cli/_boundary.py).
     comparison = compare_reports([load_verdict(p) for p in paths], paths,
-                                 max_throughput_drop=max_throughput_drop)
+                                 max_throughput_drop=max_throughput_drop, labels=list(labels))
     if html_path is not None:
         html_path.write_text(render_comparison_html(comparison), encoding="utf-8")
     markdown = render_comparison_markdown(comparison)

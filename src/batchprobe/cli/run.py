@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from batchprobe.cli._boundary import EXIT_OTHER, set_exit_code
 from batchprobe.cli._options import model_option
-from batchprobe.cli._render import RichListener
+from batchprobe.cli._render import PROGRESS_MODES, progress_listener
 from batchprobe.cli.report import step_summary_path
 from batchprobe.probe import plan_run, run_plan
 from batchprobe.probe.interrupts import INTERRUPT_SIGNALS
@@ -105,9 +105,15 @@ _OUTPUT_OPTIONS = [
     CACHE_OPTION,
     click.option("--output", "-o", type=click.Path(path_type=Path), default=Path("verdict.json"),
                  show_default=True, help="The verdict file; engine logs go to a folder beside it."),
+    click.option("--progress", type=click.Choice(PROGRESS_MODES), default="auto", show_default=True,
+                 help="Progress on stderr: rich bars with elapsed time and ETA (a terminal), "
+                      "plain lines flushed as each arm or step ends (logs, pipes), or off; auto "
+                      "picks rich on a terminal and plain elsewhere."),
     click.option("--report", "report_formats", default=None,
                  help="Also write these reports beside the verdict: comma-separated html, md, "
-                      "junit, console (verdict.html, verdict.md, verdict.junit.xml, verdict.txt)."),
+                      "junit, console, csv, jsonl (verdict.html, verdict.md, verdict.junit.xml, "
+                      "verdict.txt, verdict.csv: the steps or arms table, verdict.jsonl: one "
+                      "record per request)."),
 ]  # fmt: skip
 
 
@@ -134,18 +140,17 @@ def run(**options: Any) -> None:
     """
     err = Console(stderr=True)
     formats = options.pop("report_formats")
+    listener = progress_listener(options.pop("progress"), err)
     renderers: list[Renderer] = parse_formats(formats) if formats else []
     given = {k: v for k, v in options.items() if v is not None and v is not False}
-    plan = plan_run(
-        **given, on_install_step=lambda text: err.print(f"  installing: {escape(text)}")
-    )
-    listener = RichListener(err)
+    plan = plan_run(**given, on_install_step=listener.note)
+    listener.expect(plan.config)
     # run_probe handles these signals while it runs and restores what it found: ignored,
     # so the tail of a burst of Ctrl-C (or a hang-up) cannot turn the exit code into
     # click's 1 while the summary prints.
     for sig in INTERRUPT_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    with listener.progress:
+    with listener:
         report = run_plan(plan, listener)
     message, _ = run_error(report)
     if message:

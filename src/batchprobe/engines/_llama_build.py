@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tarfile
@@ -14,6 +15,27 @@ from batchprobe.engines.llama_cpp import cmake_flags
 from batchprobe.errors import EngineInstallFailed
 
 TOOLS = ("cmake", "ninja")
+
+
+_NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
+
+
+class NinjaProgress:
+    """Reads ninja's ``[12/345] Building CXX ...`` lines; says the percentage every 10%."""
+
+    def __init__(self, on_step: OnStep, every: int = 10) -> None:
+        self.on_step = on_step
+        self.every = every
+        self.said = 0
+
+    def __call__(self, line: str) -> None:
+        found = _NINJA_STEP.match(line)
+        if found is None or int(found.group(2)) == 0:
+            return
+        percent = 100 * int(found.group(1)) // int(found.group(2))
+        if percent >= self.said + self.every:
+            self.said = percent - percent % self.every
+            self.on_step(f"compiling llama-server: {percent}% ({found.group(1)}/{found.group(2)})")
 
 
 def missing_tools() -> list[str]:
@@ -47,7 +69,8 @@ def build_llama_server(
         )
         on_step("compiling llama-server (several minutes)")
         jobs = str(os.cpu_count() or 1)
-        run_step(["ninja", "-C", str(build), "-j", jobs, "llama-server"], log)
+        run_step(["ninja", "-C", str(build), "-j", jobs, "llama-server"], log,
+                 on_line=NinjaProgress(on_step))
         (root / "bin").mkdir(parents=True, exist_ok=True)
         shutil.copy2(build / "bin" / "llama-server", root / "bin" / "llama-server")
     finally:

@@ -25,21 +25,29 @@ def tail(path: Path, lines: int = 60) -> str:
     return "\n".join(data.decode("utf-8", "replace").splitlines()[-lines:])
 
 
-def run_step(argv: Sequence[str], log: Path, *, cwd: Path | None = None) -> None:
-    """Run one step, appending its output to ``log``; EngineInstallFailed if it fails."""
+def run_step(
+    argv: Sequence[str], log: Path, *, cwd: Path | None = None, on_line: OnStep | None = None
+) -> None:
+    """Run one step, appending its output to ``log`` (and handing each line to ``on_line``, as
+    it comes); EngineInstallFailed if it fails."""
     env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
     with log.open("ab") as out:
         out.write(f"\n$ {' '.join(argv)}\n".encode())
         out.flush()
         try:
-            code = subprocess.call(
+            with subprocess.Popen(
                 list(argv),
-                stdout=out,
+                stdout=out if on_line is None else subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 cwd=cwd,
                 env=env,
-            )
+            ) as proc:
+                for line in proc.stdout if proc.stdout is not None else ():
+                    out.write(line)
+                    if on_line is not None:
+                        on_line(line.decode("utf-8", "replace").rstrip())
+                code = proc.wait()
         except OSError as exc:
             raise EngineInstallFailed(f"cannot run {argv[0]}: {exc}", log_tail=tail(log)) from exc
     if code != 0:

@@ -66,11 +66,17 @@ class EngineProvider:
         self.logs.append(path)
         return path
 
+    def _installing(self, text: str) -> None:
+        if self.on_install_step is not None:
+            self.on_install_step(f"installing {self.ref}: {text}")
+
     @contextmanager
     def _provide(self, spec: ArmSpec) -> Iterator[Endpoint]:
         if self.auto_install and find_installation(self.ref, cache_dir=self.cache_dir) is None:
             # Inside the run, so a failed build still leaves a verdict file (engine_install_failed).
-            install(self.ref, cache_dir=self.cache_dir, on_step=self.on_install_step)
+            install(self.ref, cache_dir=self.cache_dir, on_step=self._installing)
+        if self.on_install_step is not None:
+            self.on_install_step(f"launching {self.ref} for {spec.name} (N={spec.concurrency})")
         with launch(
             self.ref,
             self.model,

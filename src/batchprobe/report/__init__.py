@@ -1,4 +1,5 @@
-"""The output stage: console, HTML, markdown and JUnit renderers of a verdict, and compare/gate."""
+"""The output stage: console, HTML, markdown, JUnit, CSV and JSON Lines renderers of a verdict,
+and compare/gate."""
 
 from batchprobe.report._registry import (
     Renderer,
@@ -21,7 +22,9 @@ from batchprobe.report.console import (
     stdout_console,
     summary_table,
 )
+from batchprobe.report.csv import render_csv
 from batchprobe.report.html import render_comparison_html, render_html
+from batchprobe.report.jsonl import RequestRecord, read_jsonl, render_jsonl
 from batchprobe.report.junit import render_junit
 from batchprobe.report.load import load_verdict
 from batchprobe.report.markdown import (
@@ -34,6 +37,7 @@ __all__ = [
     "DEFAULT_MAX_THROUGHPUT_DROP",
     "Renderer",
     "RendererRegistry",
+    "RequestRecord",
     "RunsComparison",
     "append_step_summary",
     "beside",
@@ -44,9 +48,12 @@ __all__ = [
     "parse_formats",
     "print_comparison",
     "print_summary",
+    "read_jsonl",
     "render_comparison_html",
     "render_comparison_markdown",
+    "render_csv",
     "render_html",
+    "render_jsonl",
     "render_junit",
     "render_markdown",
     "stdout_console",

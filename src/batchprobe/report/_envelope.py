@@ -13,8 +13,12 @@ from batchprobe.results.sweep import Envelope, SweepStep
 
 STEP_COLUMNS = ("N", "kind", "correct", "requests", "errors", "agg tok/s", "per-session tok/s",
                 "speedup", "efficiency", "mixed speedup", "TTFT p50 / p99", "ITL p50 / p99",
-                "server running max/mean", "server waiting max", "client overlap max",
-                "engine RSS MB", "wall s")
+                "running max/mean (server gauge)", "waiting max (server gauge)",
+                "in flight max (client count)", "engine RSS MB", "wall s")
+# The page's first table of steps (it fits a 1400-px window); the rest go in a second one.
+PRIMARY_STEP_COLUMNS = ("N", "kind", "correct", "agg tok/s", "speedup", "TTFT p50 / p99",
+                        "ITL p50 / p99", "wall s")
+SECONDARY_STEP_COLUMNS = ("N", *(c for c in STEP_COLUMNS if c not in PRIMARY_STEP_COLUMNS))
 # The console's compact table: the columns that say where the envelope bends.
 CONSOLE_COLUMNS = ("N", "kind", "correct", "agg tok/s", "speedup", "TTFT p99", "ITL p99",
                    "server running max", "waiting max", "wall s")
@@ -94,6 +98,23 @@ def step_cells(report: Report, step: SweepStep) -> list[str]:
     ]
 
 
+def findings_mark(report: Report, step: SweepStep) -> str | None:
+    """``✗ count broke, recall miss (16 sessions)``: a failing step's hard findings, whole."""
+    found = [f for f in report.findings if f.hard and f.arm == step.arm]
+    if step.correct is not False or not found:
+        return None
+    kinds = ", ".join(dict.fromkeys(f.kind.value.replace("_", " ") for f in found))
+    sessions = len({s for f in found for s in f.sessions})
+    return f"✗ {kinds} ({sessions} session{'s' if sessions != 1 else ''})"
+
+
+def split_cells(report: Report, step: SweepStep) -> tuple[list[str], list[str]]:
+    """One step's cells of the primary and of the secondary table."""
+    full = dict(zip(STEP_COLUMNS, step_cells(report, step)))
+    full["correct"] = findings_mark(report, step) or correct_mark(step, 48)
+    return ([full[c] for c in PRIMARY_STEP_COLUMNS], [full[c] for c in SECONDARY_STEP_COLUMNS])
+
+
 def console_cells(report: Report, step: SweepStep) -> list[str]:
     """One row of the console's compact table (``CONSOLE_COLUMNS``)."""
     full = dict(zip(STEP_COLUMNS, step_cells(report, step)))
@@ -102,47 +123,10 @@ def console_cells(report: Report, step: SweepStep) -> list[str]:
     load = step.server_load
     return [full["N"], full["kind"], correct_mark(step, 40), full["agg tok/s"], full["speedup"],
             _ms(m.ttft_s if m else None, "p99"), _ms(m.itl_s if m else None, "p99"),
-            "-" if load is None else str(load.running_max), full["server waiting max"],
+            "-" if load is None else str(load.running_max), full["waiting max (server gauge)"],
             full["wall s"]]
 
 
 def load_sources(env: Envelope) -> list[str]:
     """Where the server-load columns came from (one entry per distinct source)."""
     return list(dict.fromkeys(s.server_load.source for s in env.steps if s.server_load))
-
-
-def _first_failing(env: Envelope) -> str:
-    if env.first_failing_n is None:
-        last = env.steps[-1].n if env.steps else None
-        return "none" if last is None else f"none up to N={last}"
-    if env.threshold_pinned:
-        return f"{env.first_failing_n} (pinned: N={env.largest_correct_n} is correct)"
-    below = f", N={env.largest_correct_n} correct" if env.largest_correct_n is not None else ""
-    return f"{env.first_failing_n} (not pinned{below})"
-
-
-def envelope_facts(report: Report) -> list[Fact]:
-    """The envelope's headline, in the order a reader asks: how deep, how fast, why it stopped."""
-    env = report.envelope
-    if env is None:
-        return []
-    slo_given = report.config.slo_ttft_p99_s is not None or report.config.slo_itl_p99_s is not None
-    within = str(env.largest_within_slo_n) if env.largest_within_slo_n is not None else "none"
-    peak = (f"{env.peak_decode_tokens_per_s:.1f} tok/s at N={env.peak_n}"
-            if env.peak_decode_tokens_per_s is not None else "-")
-    facts = [
-        Fact("largest correct N", "none" if env.largest_correct_n is None
-             else str(env.largest_correct_n)),
-        Fact("first failing N", _first_failing(env)),
-        Fact("knee", "none found" if env.knee_n is None else f"N={env.knee_n}"),
-        Fact("peak throughput", peak),
-        Fact("largest N within SLO", within if slo_given else f"{within} (no SLO given)"),
-        Fact("engine cap", "none seen" if env.engine_cap is None
-             else f"{env.engine_cap} running at once (the server queued the rest)"),
-        Fact("serial baseline", f"{env.baseline}: "
-             f"{_fmt(env.baseline_decode_tokens_per_s, '.1f', ' tok/s')}"),
-    ]
-    if env.stop is not None:
-        at = f" at N={env.stop.at_n}" if env.stop.at_n is not None else ""
-        facts.append(Fact("stopped", f"{env.stop.rule.value}{at}", env.stop.detail))
-    return facts

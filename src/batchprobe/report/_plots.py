@@ -27,6 +27,9 @@ from batchprobe.results.sweep import Envelope, SweepStep
 
 _COLOURS = {True: "#2e7d32", False: "#c62828", None: "#9e9e9e"}
 _PERCENTILES = (("p50", "#1565c0"), ("p90", "#42a5f5"), ("p99", "#90caf9"))
+# Points: a 4.6-inch figure fills a 390-px phone's column at about 1.05 px per point, so 10
+# points is at least 10 px there.
+_TEXT = 10.0
 _SVG_SIZE = re.compile(r'<svg([^>]*?) width="[^"]+" height="[^"]+"')
 
 
@@ -36,6 +39,7 @@ class Figure:
     title: str
     svg: str
     caption: str
+    svg_narrow: str | None = None  # a phone's layout of the same figure (the page picks by CSS)
 
 
 def _svg(fig: MplFigure) -> str:
@@ -61,10 +65,10 @@ def _axes(unit: str, bars: int = 0) -> tuple[MplFigure, Axes]:
     # so the text stays legible at either width.
     fig = MplFigure(figsize=(4.6, 3.0))
     ax = fig.subplots()
-    ax.set_ylabel(unit, fontsize=9)  # the page gives the title
+    ax.set_ylabel(unit, fontsize=_TEXT)  # the page gives the title
     crowded = bars > _CROWDED
-    ax.tick_params(axis="x", labelsize=8.5 if crowded else 9, rotation=40 if crowded else 15)
-    ax.tick_params(axis="y", labelsize=9)
+    ax.tick_params(axis="x", labelsize=_TEXT, rotation=40 if crowded else 15)
+    ax.tick_params(axis="y", labelsize=_TEXT)
     return fig, ax
 
 
@@ -92,7 +96,7 @@ def _throughput(report: Report, key: str, title: str, unit: str,
     for bar, value in zip(bars, values):
         text = "no data" if value is None else f"{value:.0f}" if crowded else f"{value:.1f}"
         ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                    ha="center", va="bottom", fontsize=7 if crowded else 9,
+                    ha="center", va="bottom", fontsize=_TEXT,
                     rotation=90 if crowded and value is not None and value >= 1000 else 0)
     ax.margins(y=0.15)
     wrong = [a.spec.name for a, c in zip(arms, correct) if c is False]
@@ -130,7 +134,7 @@ def _latency(report: Report, key: str, title: str,
     _slant(ax, len(arms))
     ax.margins(y=0.12)
     # Above the bars, in one row: a corner legend would hide the first arm's bars.
-    ax.legend(fontsize=8, ncols=3, loc="lower center", bbox_to_anchor=(0.5, 1.0),
+    ax.legend(fontsize=_TEXT, ncols=3, loc="lower center", bbox_to_anchor=(0.5, 1.0),
               frameon=False)
     return Figure(key, f"{title} per arm", _svg(fig), "p50, p90 and p99 over the arm's sessions.")
 
@@ -159,7 +163,7 @@ def _mark_n(ax: Axes, n: int, colour: str, style: str, text: str, height: float,
     ax.axvline(n, color=colour, linestyle=style, linewidth=1.2, zorder=1)
     top = height > 0.5
     ax.annotate(text, (n, height), xycoords=("data", "axes fraction"),
-                xytext=(-3 if left else 3, 0), textcoords="offset points", fontsize=8,
+                xytext=(-3 if left else 3, 0), textcoords="offset points", fontsize=_TEXT,
                 color=colour, ha="right" if left else "left", va="top" if top else "bottom",
                 bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85})
 
@@ -206,9 +210,9 @@ def _throughput_panel(ax: Axes, env: Envelope, steps: list[SweepStep]) -> None:
         ax.annotate(f"serial baseline {env.baseline_decode_tokens_per_s:.0f}",
                     (0.99, env.baseline_decode_tokens_per_s),
                     xycoords=("axes fraction", "data"), xytext=(0, -3),
-                    textcoords="offset points", fontsize=8, color="#616161", ha="right",
+                    textcoords="offset points", fontsize=_TEXT, color="#616161", ha="right",
                     va="top")
-    ax.set_ylabel("agg decode tok/s", fontsize=9)
+    ax.set_ylabel("agg decode tok/s", fontsize=_TEXT)
     ax.set_ylim(bottom=0)
     ax.margins(y=0.25)
 
@@ -223,8 +227,8 @@ def _latency_panel(ax: Axes, report: Report, steps: list[SweepStep]) -> None:
     if ax.lines:
         _plain_log(ax)
         ax.margins(y=0.15)
-        ax.legend(fontsize=8, loc="best", framealpha=0.85)
-    ax.set_ylabel("ms (log)", fontsize=9)
+        ax.legend(fontsize=_TEXT, loc="best", framealpha=0.85)
+    ax.set_ylabel("ms (log)", fontsize=_TEXT)
 
 
 def _load_panel(ax: Axes, steps: list[SweepStep]) -> bool:
@@ -232,45 +236,41 @@ def _load_panel(ax: Axes, steps: list[SweepStep]) -> bool:
     ns = [s.n for s in steps]
     ax.plot(ns, ns, color="#bdbdbd", linestyle=":", linewidth=1, label="N sent")
     ax.plot(ns, [s.client_overlap_max for s in steps], color="#8d6e63", marker="x",
-            markersize=5, linewidth=1, label="client overlap max")
+            markersize=5, linewidth=1, label="in flight max (client count)")
     if loaded:
         ax.plot([s.n for s in loaded], [s.server_load.running_max for s in loaded
                                         if s.server_load is not None],
-                color=_LOAD, marker="o", markersize=4, linewidth=1.2, label="server running max")
+                color=_LOAD, marker="o", markersize=4, linewidth=1.2, label="running max (server gauge)")
     ax.set_yscale("log", base=2)
     # Powers of two only: 5 and 6 beside 4 and 8 would crowd the narrow panel.
     ticks = [2**i for i in range(max(ns).bit_length()) if 2**i <= max(ns)]
     ax.yaxis.set_major_locator(FixedLocator(ticks))
     ax.yaxis.set_minor_locator(NullLocator())
     ax.yaxis.set_major_formatter(FuncFormatter(_plain))
-    ax.set_ylabel("in flight", fontsize=9)
-    ax.legend(fontsize=7.5, loc="upper left", framealpha=0.85)
+    ax.set_ylabel("in flight", fontsize=_TEXT)
+    ax.legend(fontsize=_TEXT, loc="upper left", framealpha=0.85)
     return bool(loaded)
 
 
-def envelope_figure(report: Report) -> Figure | None:
-    env = report.envelope
-    steps = sorted(env.steps, key=lambda s: s.n) if env is not None else []
-    if env is None or not steps:
-        return None
-    # Narrow enough that a phone shows its text legibly (like the other plots), tall enough
-    # for three panels; the page centres it at a bounded width on a desktop.
-    fig = MplFigure(figsize=(4.8, 6.2))
-    top, mid, low = fig.subplots(3, 1, sharex=True, height_ratios=(3, 2.2, 1.6))
+def _draw_envelope(fig: MplFigure, axes: list[Axes], report: Report, env: Envelope,
+                   steps: list[SweepStep], wide: bool) -> bool:
+    """The three panels on ``axes``; whether the server reported its running gauge."""
+    top, mid, low = axes
     ns = [s.n for s in steps]
     left, right = min(ns) / 1.3, max(ns) * 1.3
     _throughput_panel(top, env, steps)
     _latency_panel(mid, report, steps)
     has_load = _load_panel(low, steps)
-    for ax in (top, mid, low):
+    for ax in axes:
         ax.set_xscale("log", base=2)
         ax.set_xlim(left, right)
         _regions(ax, env, left, right)
-        ax.tick_params(labelsize=8.5)
+        ax.tick_params(labelsize=_TEXT)
         ax.grid(True, which="major", axis="y", color="#eeeeee", linewidth=0.8)
-    low.set_xticks(ns, [str(n) for n in ns])
-    low.minorticks_off()
-    low.set_xlabel("N: requests in flight (log2)", fontsize=9)
+        if wide or ax is low:
+            ax.set_xticks(ns, [str(n) for n in ns])
+            ax.minorticks_off()
+            ax.set_xlabel("N: requests in flight (log2)", fontsize=_TEXT)
     if env.knee_n is not None:
         _mark_n(top, env.knee_n, _KNEE, ":", f"knee {env.knee_n}", 0.12)
     if env.engine_cap is not None:
@@ -281,12 +281,34 @@ def envelope_figure(report: Report) -> Figure | None:
         pinned = " (pinned)" if env.threshold_pinned else ""
         _mark_n(top, env.first_failing_n, _COLOURS[False], "-",
                 f"first failing N={env.first_failing_n}{pinned}", 0.02, left=True)
-    fig.align_ylabels([top, mid, low])
-    fig.tight_layout(h_pad=0.6)
+    if not wide:
+        fig.align_ylabels(axes)
+    fig.tight_layout(h_pad=0.6, w_pad=1.2)
+    return has_load
+
+
+def _envelope_svgs(report: Report, env: Envelope, steps: list[SweepStep]) -> tuple[str, str, bool]:
+    """The desktop layout (three panels in a row, at the page's width) and the phone's (three
+    stacked, narrow enough that its text is at least 10 px on a 390-px screen)."""
+    wide = MplFigure(figsize=(11.0, 3.6))
+    has_load = _draw_envelope(wide, list(wide.subplots(1, 3)), report, env, steps, True)
+    narrow = MplFigure(figsize=(4.6, 7.0))
+    axes = list(narrow.subplots(3, 1, sharex=True, height_ratios=(3, 2.2, 1.8)))
+    _draw_envelope(narrow, axes, report, env, steps, False)
+    return _svg(wide), _svg(narrow), has_load
+
+
+def envelope_figure(report: Report) -> Figure | None:
+    env = report.envelope
+    steps = sorted(env.steps, key=lambda s: s.n) if env is not None else []
+    if env is None or not steps:
+        return None
+    wide, narrow, has_load = _envelope_svgs(report, env, steps)
     parts = ["Aggregate decode tok/s per N (filled circles: sweep steps, hollow diamonds: "
              "bisection steps; green correct, red wrong, grey not judged), the serial "
-             "baseline dashed; TTFT and ITL p99 of each step's sessions; what was in flight"
-             + (" (the server's running gauge)" if has_load else "") + "."]
+             "baseline dashed; TTFT and ITL p99 of each step's sessions; what was in flight "
+             "(the client's count" + (", and the server's running gauge)" if has_load else ")")
+             + "."]
     if env.first_failing_n is not None:
         parts.append(f"Red from N={env.first_failing_n}: the first depth with wrong answers"
                      + (" (pinned by bisection)." if env.threshold_pinned else "."))
@@ -296,7 +318,7 @@ def envelope_figure(report: Report) -> Figure | None:
         parts.append(f"Knee at N={env.knee_n}.")
     if env.engine_cap is not None:
         parts.append(f"The server ran at most {env.engine_cap} at once (engine cap).")
-    return Figure(ENVELOPE_KEY, "Capacity envelope per N", _svg(fig), " ".join(parts))
+    return Figure(ENVELOPE_KEY, "Capacity envelope per N", wide, " ".join(parts), narrow)
 
 
 FIGURE_BUILDERS: tuple[Callable[[Report], Figure | None], ...] = (
@@ -309,4 +331,9 @@ FIGURE_BUILDERS: tuple[Callable[[Report], Figure | None], ...] = (
 
 
 def figures(report: Report) -> list[Figure]:
-    return [f for build in FIGURE_BUILDERS if (f := build(report)) is not None]
+    """A sweep's figures per N (its reference arms stay out), or else the per-arm bars."""
+    from batchprobe.report._sweep_plots import SWEEP_BUILDERS
+
+    swept = report.envelope is not None and bool(report.envelope.steps)
+    builders = (*SWEEP_BUILDERS, envelope_figure) if swept else FIGURE_BUILDERS
+    return [f for build in builders if (f := build(report)) is not None]

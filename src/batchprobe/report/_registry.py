@@ -20,6 +20,8 @@ BUILTIN_MODULES = (
     "batchprobe.report.html",
     "batchprobe.report.markdown",
     "batchprobe.report.junit",
+    "batchprobe.report.csv",
+    "batchprobe.report.jsonl",
 )
 
 

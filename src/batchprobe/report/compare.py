@@ -15,6 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from batchprobe.errors import NotComparable
+from batchprobe.report._compare_sweep import Curve, Row, curves, envelope_rows, per_n_rows
 from batchprobe.results.checks import CheckStatus, run_checks
 from batchprobe.results.models import ArmMetrics, Report
 
@@ -33,7 +34,7 @@ class _Model(BaseModel):
 
 class RunRef(_Model):
     path: str
-    label: str = Field(description="engine and version, or the URL's server")
+    label: str = Field(description="--label, or the verdict file's stem")
     run_id: str
 
 
@@ -86,14 +87,9 @@ class RunsComparison(_Model):
     regressions: list[Finding] = Field(default_factory=list)
     improvements: list[Finding] = Field(default_factory=list)
     max_throughput_drop: float
-
-
-def _label(report: Report) -> str:
-    if report.config.engine:  # NAME==VERSION already
-        return report.config.engine
-    env = report.environment
-    what = env.server_kind or report.config.base_url or "server"
-    return f"{what} ({env.engine_version})" if env.engine_version else what
+    envelope: list[TextRow] = Field(default_factory=list, description="Sweeps: the envelopes.")
+    per_n: list[TextRow] = Field(default_factory=list, description="Sweeps: one row per N.")
+    curves: list[Curve] = Field(default_factory=list, description="Sweeps: tok/s by N per run.")
 
 
 def check_comparable(reports: list[Report], paths: list[Path]) -> None:
@@ -227,19 +223,34 @@ def _check_findings(ref: Report, other: Report, label: str) -> tuple[list[Findin
     return regressed, fixed
 
 
+def _rows(rows: list[Row]) -> list[TextRow]:
+    return [TextRow(label=label, values=values) for label, values in rows]
+
+
+def run_labels(paths: list[Path], given: list[str] | None = None) -> list[str]:
+    """Each run's column label: the one given (``--label``), else its file's stem (two runs
+    against one URL still get two names), made unique with the run's position."""
+    labels = [given[i] if given and i < len(given) else p.stem for i, p in enumerate(paths)]
+    return [lbl if labels.count(lbl) == 1 else f"{lbl} ({i + 1})" for i, lbl in enumerate(labels)]
+
+
 def compare_reports(
     reports: list[Report], paths: list[Path],
     max_throughput_drop: float = DEFAULT_MAX_THROUGHPUT_DROP,
+    labels: list[str] | None = None,
 ) -> RunsComparison:
     """Compare every run with the first; :class:`NotComparable` when the plans differ."""
     check_comparable(reports, paths)
-    labels = [_label(r) for r in reports]
+    labels = run_labels(paths, labels)
     comp = RunsComparison(
         runs=[RunRef(path=str(p), label=lbl, run_id=r.run_id)
               for r, p, lbl in zip(reports, paths, labels)],
         facts=_facts(reports),
         figures=_figures(reports),
         max_throughput_drop=max_throughput_drop,
+        envelope=_rows(envelope_rows(reports)),
+        per_n=_rows(per_n_rows(reports)),
+        curves=curves(reports, labels),
     )
     for other, label in zip(reports[1:], labels[1:]):
         regressed, fixed = _check_findings(reports[0], other, label)

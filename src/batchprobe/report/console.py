@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import io
+import os
+from collections.abc import Sequence
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from batchprobe.report._cells import ARM_COLUMNS, arm_cells
-from batchprobe.report._envelope import CONSOLE_COLUMNS, console_cells, envelope_facts
+from batchprobe.report._envelope import CONSOLE_COLUMNS, console_cells, findings_mark
+from batchprobe.report._headline import answer, cards, failing_lines
 from batchprobe.report.compare import RunsComparison
 from batchprobe.results.models import Outcome, Report
 
@@ -17,50 +20,80 @@ _WIDTH = 160
 
 
 def stdout_console() -> Console:
-    """The console for results on stdout; a log file or pipe gets wide lines, not 80 columns."""
+    """The console for results on stdout; a log file or pipe gets wide lines, not 80 columns,
+    unless $COLUMNS says how wide."""
     out = Console()
-    return out if out.is_terminal else Console(width=_WIDTH)
+    return out if out.is_terminal or "COLUMNS" in os.environ else Console(width=_WIDTH)
 
 
-def summary_table(report: Report) -> Table:
-    table = Table(title=f"batchprobe run {report.run_id}")
-    for column in ARM_COLUMNS:
-        table.add_column(column, justify="right" if column != "arm" else "left")
-    for arm in report.arms:
-        table.add_row(*arm_cells(report, arm))
+def fitted_table(title: str, columns: Sequence[str], rows: list[list[str]], width: int,
+                 left: Sequence[str] = ()) -> Table:
+    """A table of the columns that fit ``width``, in order of importance (the first ones are
+    kept); no cell is ever cut: each column is as wide as its widest cell."""
+    widths = [max([len(c), *(len(r[i]) if c not in left else min(len(r[i]), 24)
+                             for r in rows)]) for i, c in enumerate(columns)]
+    keep: list[int] = []
+    used = 1
+    for i, w in enumerate(widths):
+        if used + w + 3 > width and keep:
+            break
+        keep.append(i)
+        used += w + 3
+    dropped = [columns[i] for i in range(len(columns)) if i not in keep]
+    caption = f"not shown at {width} columns: {', '.join(dropped)}" if dropped else None
+    table = Table(title=title, caption=caption, caption_justify="left")
+    for i in keep:
+        name = columns[i]
+        text = name in left
+        table.add_column(name, justify="left" if text or i == 0 or name == "kind" else "right",
+                         min_width=len(name) if text else widths[i], no_wrap=not text,
+                         overflow="fold")
+    for row in rows:
+        table.add_row(*(escape(row[i]) for i in keep))
     return table
 
 
-def envelope_table(report: Report) -> Table | None:
+def summary_table(report: Report, width: int = _WIDTH) -> Table:
+    rows = [arm_cells(report, arm) for arm in report.arms]
+    return fitted_table(f"batchprobe run {report.run_id}", ARM_COLUMNS, rows, width)
+
+
+def envelope_table(report: Report, width: int = _WIDTH) -> Table | None:
     """The sweep's steps, compact: where throughput, latency and correctness bend."""
     env = report.envelope
     if env is None or not env.steps:
         return None
-    table = Table(title="sweep envelope")
-    for column in CONSOLE_COLUMNS:
-        table.add_column(column, justify="left" if column in ("kind", "correct") else "right",
-                         overflow="ellipsis", max_width=44 if column == "correct" else None)
-    for step in env.steps:
-        style = "red" if step.correct is False else None
-        table.add_row(*map(escape, console_cells(report, step)), style=style)
-    return table
+    steps = sorted(env.steps, key=lambda s: s.n)
+    rows = [console_cells(report, step) for step in steps]
+    for row, step in zip(rows, steps):
+        # The step's findings in words, or only its mark: the reasons follow in full below.
+        row[2] = findings_mark(report, step) or row[2][:1]
+    return fitted_table("sweep envelope", CONSOLE_COLUMNS, rows, width, left=("correct",))
+
+
+def _print_answer(console: Console, report: Report) -> None:
+    colour = {Outcome.PASS: "green", Outcome.FAIL: "red"}.get(report.verdict.outcome, "yellow")
+    console.print(f"[bold {colour}]{report.verdict.outcome.value}[/] {escape(answer(report))}")
+    for fact in cards(report):
+        console.print(f"  {escape(fact.label)}: [bold]{escape(fact.value)}[/]", overflow="fold")
+    for line in failing_lines(report):
+        console.print(f"  [red]✗[/] {escape(line.text)}", overflow="fold")
 
 
 def _print_envelope(console: Console, report: Report) -> None:
-    table = envelope_table(report)
+    table = envelope_table(report, console.width)
     if table is None:
         return
     console.print(table)
-    for fact in envelope_facts(report):
-        console.print(f"  {escape(fact.label)}: [bold]{escape(fact.value)}[/]", overflow="fold")
     for note in report.envelope.notes if report.envelope else []:
         console.print(f"  [yellow]note:[/] {escape(note)}")
 
 
 def print_summary(console: Console, report: Report, output: str | None = None) -> None:
     """What `batchprobe run` prints at the end; ``output`` is the verdict file's path."""
+    _print_answer(console, report)
     if report.arms:
-        console.print(summary_table(report))
+        console.print(summary_table(report, console.width))
     _print_envelope(console, report)
     v = report.verdict
     colour = {Outcome.PASS: "green", Outcome.FAIL: "red"}.get(v.outcome, "yellow")
@@ -87,9 +120,9 @@ def comparison_table(comp: RunsComparison) -> Table:
     table.add_column("")
     for i, run in enumerate(comp.runs):
         table.add_column(f"{chr(ord('A') + i)}: {run.label}", justify="right")
-    for fact in comp.facts:
-        style = "bold" if fact.differs else None
-        table.add_row(escape(fact.label), *map(escape, fact.values), style=style)
+    for row in [*comp.envelope, *comp.per_n, *comp.facts]:
+        style = "bold" if row.differs else None
+        table.add_row(escape(row.label), *map(escape, row.values), style=style)
     for fig in comp.figures:
         cells = []
         for i in range(len(comp.runs)):

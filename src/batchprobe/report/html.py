@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -9,13 +10,15 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 
 from batchprobe.report._cells import ARM_COLUMNS, arm_cells, headline, subject
 from batchprobe.report._envelope import (
-    STEP_COLUMNS,
+    PRIMARY_STEP_COLUMNS,
+    SECONDARY_STEP_COLUMNS,
     correct_mark,
-    envelope_facts,
     load_sources,
-    step_cells,
+    split_cells,
 )
 from batchprobe.report._error import run_error
+from batchprobe.report._failures import Link, cell_id, failure_rows, session_of, soft_findings
+from batchprobe.report._headline import answer, cards, failing_lines
 from batchprobe.report.compare import RunsComparison
 from batchprobe.results.checks import run_checks
 from batchprobe.results.findings import Finding, FindingKind
@@ -36,6 +39,8 @@ class Cell:
     label: str
     session: SessionResult | None
     divergence: Divergence | None
+    sources: tuple[Link, ...] = ()  # cross-talk: "← sN", each linked to its source's cell
+    anchor: str | None = None  # the cell's id (the first cell of its request only)
 
 
 @dataclass(frozen=True)
@@ -75,8 +80,9 @@ def _cell(report: Report, arm: str, s: SessionResult | None, found: _Found) -> C
     if outcome is SessionOutcome.ERROR and s.error is not None:
         return Cell("error", s.error.kind.value, s, div)
     if outcome is SessionOutcome.CROSS_TALK:
-        sources = ", ".join(f"s{i}" for i in s.cross_talk_from)
-        return Cell("cross_talk", f"cross-talk ← {sources}", s, div)
+        sources = tuple(Link(f"s{i}", cell_id(src) if (src := session_of(report, s.arm, i))
+                             else None) for i in s.cross_talk_from)
+        return Cell("cross_talk", "cross-talk ←", s, div, sources)
     mine = found.get((arm, s.session), [])
     hard = [f for f in mine if f.hard]
     if hard:
@@ -184,11 +190,31 @@ def _sweep_grid(report: Report) -> Grid:
     return Grid([*columns, "the step"], groups)
 
 
+def _anchored(found: Grid) -> Grid:
+    """Each request's first cell gets its anchor (a reference shown in two groups keeps one)."""
+    seen: set[str] = set()
+    groups = []
+    for group in found.groups:
+        rows = []
+        for row in group.rows:
+            cells = []
+            for cell in row.cells:
+                anchor = cell_id(cell.session) if cell.session is not None else None
+                if anchor is not None and anchor not in seen:
+                    seen.add(anchor)
+                    cell = dataclasses.replace(cell, anchor=anchor)
+                cells.append(cell)
+            rows.append(dataclasses.replace(row, cells=cells))
+        groups.append(dataclasses.replace(group, rows=rows))
+    return Grid(found.columns, groups)
+
+
 def grid(report: Report) -> Grid:
     """The page's sessions grid: arms as columns, or, for a sweep, steps as groups of rows."""
     if report.envelope is not None and any(a.spec.role == "step" for a in report.arms):
-        return _sweep_grid(report)
-    return Grid([a.spec.name for a in report.arms], [GridGroup(None, "", session_grid(report))])
+        return _anchored(_sweep_grid(report))
+    return _anchored(Grid([a.spec.name for a in report.arms],
+                          [GridGroup(None, "", session_grid(report))]))
 
 
 def _environment() -> Environment:
@@ -201,6 +227,11 @@ def _environment() -> Environment:
     )
 
 
+def _log_path(report: Report) -> str | None:
+    """The engine log of the last arm that has one (where a dying engine wrote its last words)."""
+    return next((a.log_path for a in reversed(report.arms) if a.log_path), None)
+
+
 def render_html(report: Report) -> str:
     # matplotlib is imported only when a page is drawn: `batchprobe run` stays quick to start.
     from batchprobe.report._plots import ENVELOPE_KEY, figures
@@ -208,22 +239,29 @@ def render_html(report: Report) -> str:
     message, traceback = run_error(report)
     drawn = figures(report)
     env = report.envelope
+    steps = sorted(env.steps, key=lambda s: s.n) if env else []
     return _environment().get_template("report.html.j2").render(
         report=report,
         headline=headline(report),
+        answer=answer(report),
         subject=subject(report),
         columns=ARM_COLUMNS,
         rows=[arm_cells(report, a) for a in report.arms],
         figures=[f for f in drawn if f.key != ENVELOPE_KEY],
         envelope_figure=next((f for f in drawn if f.key == ENVELOPE_KEY), None),
-        envelope_facts=envelope_facts(report),
-        step_columns=STEP_COLUMNS,
-        steps=[(s, step_cells(report, s)) for s in env.steps] if env else [],
+        cards=cards(report),
+        failing=failing_lines(report),
+        failures=failure_rows(report),
+        soft=soft_findings(report),
+        primary_columns=PRIMARY_STEP_COLUMNS,
+        secondary_columns=SECONDARY_STEP_COLUMNS,
+        steps=[(s, *split_cells(report, s)) for s in steps],
         load_sources=load_sources(env) if env else [],
         grid=grid(report),
         checks=run_checks(report),
         error_message=message,
         error_traceback=traceback,
+        log_path=_log_path(report),
         answer_chars=_ANSWER_CHARS,
         config_json=report.config.model_dump_json(indent=2),
         environment_json=report.environment.model_dump_json(indent=2),
@@ -231,7 +269,10 @@ def render_html(report: Report) -> str:
 
 
 def render_comparison_html(comp: RunsComparison) -> str:
-    return _environment().get_template("compare.html.j2").render(comp=comp)
+    from batchprobe.report._sweep_plots import overlay_figure
+
+    return _environment().get_template("compare.html.j2").render(
+        comp=comp, overlay=overlay_figure(comp.curves))
 
 
 class HtmlRenderer:

@@ -7,13 +7,13 @@ from pathlib import Path
 
 from batchprobe.report._cells import ARM_COLUMNS, arm_cells, headline, subject
 from batchprobe.report._envelope import (
-    STEP_COLUMNS,
-    envelope_facts,
+    PRIMARY_STEP_COLUMNS,
+    SECONDARY_STEP_COLUMNS,
     load_sources,
-    step_cells,
-    truncate,
+    split_cells,
 )
 from batchprobe.report._error import run_error
+from batchprobe.report._headline import answer, cards, failing_lines
 from batchprobe.report.compare import RunsComparison
 from batchprobe.results.models import Outcome, Report
 
@@ -38,31 +38,41 @@ def _code(text: str) -> list[str]:
     return [fence, text.rstrip("\n"), fence]
 
 
-_DETAIL_CHARS = 240
-
-
 def _envelope(report: Report) -> list[str]:
     env = report.envelope
     if env is None:
         return []
     lines = ["", "### Envelope", ""]
-    for fact in envelope_facts(report):
-        detail = f": {_cell(truncate(fact.detail, _DETAIL_CHARS))}" if fact.detail else ""
-        lines.append(f"- {fact.label}: **{_cell(fact.value)}**{detail}")
     lines += [f"- note: {_cell(note)}" for note in env.notes]
     if env.steps:
-        lines += ["", *_table(STEP_COLUMNS, (step_cells(report, s) for s in env.steps))]
+        steps = sorted(env.steps, key=lambda s: s.n)
+        split = [split_cells(report, s) for s in steps]
+        lines += ["", *_table(PRIMARY_STEP_COLUMNS, (p for p, _ in split))]
+        lines += ["", "<details><summary>more columns per step</summary>", "",
+                  *_table(SECONDARY_STEP_COLUMNS, (m for _, m in split)), "", "</details>"]
         sources = load_sources(env)
         if sources:
             lines += ["", f"Server load from {_cell(', '.join(sources))}."]
     return lines
 
 
+def _answer_detail(report: Report) -> list[str]:
+    """The cards in one line, one line per failing step and shape, the reasons folded away."""
+    found = cards(report)
+    lines = [" · ".join(f"{f.label}: **{_cell(f.value)}**" for f in found), ""] if found else []
+    lines += [f"- ❌ {_cell(line.text)}" for line in failing_lines(report)]
+    reasons = report.verdict.reasons
+    if reasons:
+        lines += ["", f"<details><summary>the verdict's reasons ({len(reasons)})</summary>", "",
+                  *(f"- {_cell(reason)}" for reason in reasons), "", "</details>"]
+    return lines
+
+
 def render_markdown(report: Report) -> str:
     v = report.verdict
-    lines = [f"## {_ICON[v.outcome]} batchprobe: {headline(report)}", "",
-             f"`{_cell(subject(report))}` · run `{report.run_id}`", ""]
-    lines += [f"- {_cell(reason)}" for reason in v.reasons]
+    lines = [f"## {_ICON[v.outcome]} batchprobe: {v.outcome.value}. {_cell(answer(report))}", "",
+             f"`{_cell(subject(report))}` · run `{report.run_id}` · {headline(report)}", ""]
+    lines += _answer_detail(report)
     lines += _envelope(report)
     if report.arms:
         lines += ["", *_table(ARM_COLUMNS, (arm_cells(report, a) for a in report.arms))]
@@ -87,7 +97,8 @@ def render_markdown(report: Report) -> str:
 
 def render_comparison_markdown(comp: RunsComparison) -> str:
     header = ["", *(f"{chr(ord('A') + i)}: {r.label}" for i, r in enumerate(comp.runs))]
-    rows = [[f"**{f.label}**" if f.differs else f.label, *f.values] for f in comp.facts]
+    rows = [[f"**{f.label}**" if f.differs else f.label, *f.values]
+            for f in [*comp.envelope, *comp.per_n, *comp.facts]]
     for fig in comp.figures:
         cells = [fig.cell(i) + (f" ({d})" if (d := fig.delta(i)) else "")
                  for i in range(len(comp.runs))]
