@@ -55,9 +55,11 @@ def test_seed_fail_in_every_format(seed_fail: Path, tmp_path: Path) -> None:
     assert junit.read_text() == render_junit(report)
     cases = {f"{c.classname}.{c.name}": c for s in JUnitXml.fromfile(str(junit)) for c in s}
     for arm in ("batching@1", "batching@4"):
-        failure = [r for r in cases[f"batchprobe.{arm}.errors"].result if isinstance(r, Failure)]
+        failure = [r for r in cases[f"batchprobe.{arm}.burst.errors"].result
+                   if isinstance(r, Failure)]
         assert failure and "finish_reason_error" in (failure[0].message or ""), arm
-    assert not cases["batchprobe.simple@1.errors"].result
+    assert not cases["batchprobe.simple@1.burst.errors"].result
+    assert any(isinstance(r, Failure) for r in cases["batchprobe.run.correct"].result)
     md = render_markdown(report)
     MarkdownIt("commonmark").enable("table").parse(md)
     assert "vllm-mlx-gemma4-shared-kv" in md and "shared_kv" in md
@@ -86,8 +88,8 @@ def test_compare_fixed_then_seed_is_a_regression(seed_fail: Path, fixed: Path) -
     result = CliRunner().invoke(main, ["compare", str(fixed), str(seed_fail), "--gate"])
     assert result.exit_code == 1, result.output
     flat = " ".join(result.output.split())
-    assert "batching@4.errors failed" in flat and "finish_reason_error" in flat
+    assert "batching@4.burst.errors failed" in flat and "finish_reason_error" in flat
     assert "vllm-mlx==0.6.0" in flat and "vllm-mlx==0.3.0" in flat
     # The other way round the errors are fixed.
     back = CliRunner().invoke(main, ["compare", str(seed_fail), str(fixed)])
-    assert back.exit_code == 0 and "batching@4.errors passes" in " ".join(back.output.split())
+    assert back.exit_code == 0 and "batching@4.burst.errors passes" in " ".join(back.output.split())
