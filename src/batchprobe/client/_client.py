@@ -190,6 +190,7 @@ class OpenAIClient:
             streamed=req.stream,
             max_tokens=req.max_tokens,
             limits=self.limits,
+            want_top=bool(req.logprobs),
         )
         started = perf_counter()
         error = None
