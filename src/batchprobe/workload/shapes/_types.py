@@ -78,6 +78,8 @@ class ShapeContext:
     tokens_per_number: float = 6.0
     sliding_window: int | None = None
     context_tokens: int | None = None
+    depth: int | None = None
+    """A sweep step's depth (requests its wave keeps in flight); None outside a sweep."""
     next_session: int = 0
     _codes: set[str] = field(default_factory=set)
 
