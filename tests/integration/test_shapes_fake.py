@@ -121,7 +121,7 @@ def test_shapes_are_seeded_and_reproducible() -> None:
     def build(seed: int) -> list[list[str]]:
         ctx = ShapeContext(run_id="ab12cd34", seed=seed, sessions=4, haystack_tokens=200,
                            max_tokens=24, recall_max_tokens=16, prompt_style="completion",
-                           chars_per_token=3.2, serves_chat=True)
+                           chars_per_token=3.2, both_paths=True)
         registry = default_shapes()
         return [[i.prompt for i in registry.get(n).build(ctx).items] for n in registry.names]
 

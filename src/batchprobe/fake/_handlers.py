@@ -89,6 +89,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 async def not_found(request: web.Request) -> web.Response:
     """A path the server does not serve, answered as FastAPI does (transformers serve)."""
+    request.app[STATE_KEY].requests["completions"] += 1
     return _json_response({"detail": "Not Found"}, status=404)
 
 
@@ -108,6 +109,7 @@ async def tokenize(request: web.Request) -> web.Response:
 
 async def _generate(request: web.Request, api: Api) -> web.StreamResponse:
     state = request.app[STATE_KEY]
+    state.requests[api] += 1
     if state.stop_reason == "exit_after":
         # A crashed engine answers nothing more: hold the request until the process is gone
         # (its connection then drops), rather than serve it while shutting down.

@@ -95,6 +95,8 @@ class ServerState:
         """flip_once: the one wrong answer of the server's life was given."""
         self.vocab = Vocabulary()
         self.answered = 0
+        self.requests: Counter[str] = Counter()
+        """Generation requests received, by path (``completions``, ``chat``), served or not."""
         self.stop_event = asyncio.Event()
         self.stop_reason: StopReason | None = None
 

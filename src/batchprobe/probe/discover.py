@@ -10,7 +10,7 @@ from typing import BinaryIO
 from pydantic import JsonValue
 
 from batchprobe.client import OpenAIClient
-from batchprobe.client.types import CompletionRequest
+from batchprobe.client.types import Api, CompletionRequest
 from batchprobe.workload.items import CountSpec
 from batchprobe.workload.shapes import BiasToken
 
@@ -20,18 +20,23 @@ _COUNT_SAMPLE = 20
 FALLBACK_TOKENS_PER_NUMBER = 6.0  # digits one by one plus ", ": the most a tokenizer spends
 
 
-async def serves_chat(client: OpenAIClient, run_id: str, extra: dict[str, JsonValue]) -> bool:
-    """Whether ``/v1/chat/completions`` answers a tiny request with text."""
+async def serves_other_path(
+    client: OpenAIClient, run_id: str, prompt_style: str, extra: dict[str, JsonValue]
+) -> bool:
+    """Whether the request path the prompt style does not use (chat for the completion
+    style, completions for chat) answers a real 1-token generation. Only then do the
+    shapes send every other item over it: a path a server does not serve is no bug of it."""
+    api: Api = "completions" if prompt_style == "chat" else "chat"
     record = await client.complete(
         CompletionRequest(
-            request_id=f"{run_id}-probe-chat",
-            api="chat",
+            request_id=f"{run_id}-probe-{api}",
+            api=api,
             prompt=f"[probe {run_id}] Say hello.",
-            max_tokens=2,
+            max_tokens=1,
             extra_body=dict(extra),
         )
     )
-    return record.error is None and bool(record.text)
+    return record.error is None
 
 
 async def streams(client: OpenAIClient, run_id: str, api: str, extra: dict[str, JsonValue]) -> bool:

@@ -162,7 +162,8 @@ async def _context(
         recall_max_tokens=cfg.recall_max_tokens,
         prompt_style=cfg.prompt_style,
         chars_per_token=cpt or DEFAULT_CHARS_PER_TOKEN,
-        serves_chat=both_paths and await discover.serves_chat(client, run_id, extra),
+        both_paths=both_paths
+        and await discover.serves_other_path(client, run_id, cfg.prompt_style, extra),
         bias_tokens=biases,
         tokens_per_number=per_number,
         sliding_window=discover.sliding_window(cfg.model),

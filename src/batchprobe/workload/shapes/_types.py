@@ -73,7 +73,8 @@ class ShapeContext:
     recall_max_tokens: int
     prompt_style: str
     chars_per_token: float
-    serves_chat: bool = False
+    both_paths: bool = False
+    """The other request path answered a 1-token generation: every other item takes it."""
     bias_tokens: list[BiasToken] = field(default_factory=list)
     tokens_per_number: float = 6.0
     sliding_window: int | None = None
@@ -110,7 +111,7 @@ class ShapeContext:
 
     def api_for(self, index: int) -> Api:
         """Both request paths when the server serves both: every other item takes the other."""
-        if not self.serves_chat or index % 2 == 0:
+        if not self.both_paths or index % 2 == 0:
             return self.default_api
         return "completions" if self.default_api == "chat" else "chat"
 
