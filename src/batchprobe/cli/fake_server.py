@@ -59,8 +59,8 @@ def _build_config(**values: object) -> FakeServerConfig:
     default="always",
     show_default=True,
     help="Which requests the fault hits: every one, concurrent ones, those arriving above "
-    "--fault-above in flight, or one traffic shape's situation (join, ragged, early, repeat, "
-    "params; see the README).",
+    "--fault-above in flight, one traffic shape's situation (join, ragged, early, repeat, "
+    "params; see the README), or the probe's warm-up requests (warmup).",
 )
 @click.option(
     "--fault-above",

@@ -110,7 +110,8 @@ def cut_at_stop(answer: Answer, stops: Sequence[str]) -> Answer:
         texts.append(piece)
         logprobs.append(logprob)
         end += len(piece)
-    return Answer.of_texts(texts, logprobs, "stop", answer.kept(len(texts), "stop").off_top)
+    off_top = frozenset(i for i in answer.off_top if i < len(texts))
+    return Answer.of_texts(texts, logprobs, "stop", off_top)
 
 
 def corrupt(answer: Answer, *, start: int = 0, every: int = 4) -> Answer:

@@ -102,7 +102,8 @@ class FakeServerConfig(BaseModel):
     arrived while another in flight had streamed a token, and is not a repeat), ``ragged``
     (the prompts in flight when it arrived or when its first token is due span more than 2x
     in length), ``early`` (the tokens after a request that was not decoding yet when it
-    arrived left with fewer tokens; only with corrupt, finish_error or truncated_stream),
+    arrived left with fewer tokens; only with corrupt, finish_error, truncated_stream or
+    clean_stop),
     ``repeat`` (its prompt equals, or shares an 80% prefix with, another of the busy period)
     and ``params`` (another in flight has other sampling parameters). ``warmup``: only
     requests whose prompt starts with ``[warm-up`` (the probe's warm-up requests)."""
