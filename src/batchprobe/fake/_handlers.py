@@ -198,7 +198,11 @@ def _usage_counter(
     source = None
     if leak and state.config.fault == "usage_leak":
         own = (gen.prompt_tokens, flight.planned)
-        source = state.partner(flight, lambda f: (f.gen.prompt_tokens, f.planned) != own)
+        # One whose count fits this row's max_tokens: usage that only disagrees with the stream.
+        source = state.partner(
+            flight,
+            lambda f: (f.gen.prompt_tokens, f.planned) != own and f.planned <= gen.max_tokens,
+        )
     if source is None:
         return lambda final: usage(gen.prompt_tokens, len(final.texts), cached_tokens)
     other = source
@@ -248,8 +252,8 @@ def _corrupted(state: ServerState, flight: Flight, spoil: Callable[[Answer], Ans
 _LEAKS: dict[str, Callable[[Flight, Flight], bool]] = {
     # Another session's reply: its needle for a recall prompt, its text otherwise.
     "cross_talk": lambda me, f: _answers_otherwise(me, f),
-    # Its sampling parameters (temperature, top_p, logit bias, penalties).
-    "param_leak": lambda me, f: f.gen.sampling != me.gen.sampling,
+    # Its sampling (temperature, top_p): a greedy row comes out sampled.
+    "param_leak": lambda me, f: _sampling_of(f) != _sampling_of(me),
     "bias_leak": lambda me, f: f.gen.sampling.logit_bias != me.gen.sampling.logit_bias,
     # A smaller max_tokens: the row ends "length" at the other's count.
     "max_tokens_leak": lambda me, f: f.gen.max_tokens < me.gen.max_tokens,
@@ -268,7 +272,8 @@ def _leaked(state: ServerState, flight: Flight, fault: str) -> Answer:
         if fault == "cross_talk":
             prompt, code = theirs.prompt, other.code
         elif fault == "param_leak":
-            sampling = theirs.sampling
+            temperature, top_p = _sampling_of(other)
+            sampling = replace(sampling, temperature=temperature, top_p=top_p)
         elif fault == "bias_leak":
             sampling = replace(sampling, logit_bias=theirs.sampling.logit_bias)
         elif fault == "max_tokens_leak":
@@ -276,6 +281,10 @@ def _leaked(state: ServerState, flight: Flight, fault: str) -> Answer:
         else:
             gen = replace(gen, stop=theirs.stop)
     return respond(gen, prompt=prompt, code=code, sampling=sampling, vocab=state.vocab)
+
+
+def _sampling_of(flight: Flight) -> tuple[float, float]:
+    return flight.gen.sampling.temperature, flight.gen.sampling.top_p
 
 
 def _answers_otherwise(flight: Flight, other: Flight) -> bool:

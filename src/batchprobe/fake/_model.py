@@ -72,13 +72,14 @@ def _recall(api: Api, code: str, max_tokens: int) -> Answer:
 
 
 def _decode(gen: GenRequest, prompt: str, sampling: Sampling) -> Answer:
-    """Exactly ``max_tokens`` tokens: the count when greedy on a counting prompt, else
-    pseudo-words; finish "length" (neither ever ends by itself)."""
+    """Exactly ``max_tokens`` tokens: the count on a counting prompt (sampled too: its next
+    number is near certain, as a real model keeps counting at temperature 1), else
+    pseudo-words, other ones when sampled; finish "length" (neither ever ends by itself)."""
+    numbers = _count_from(prompt)
+    if numbers is not None:
+        texts = list(islice(numbers, gen.max_tokens))
+        return Answer.of_texts(texts, [_tokens.COUNT_LOGPROB] * len(texts), "length")
     if not sampling.sampled:
-        numbers = _count_from(prompt)
-        if numbers is not None:
-            texts = list(islice(numbers, gen.max_tokens))
-            return Answer.of_texts(texts, [_tokens.COUNT_LOGPROB] * len(texts), "length")
         return Answer.of_ids(_tokens.decode_ids(prompt, gen.max_tokens), "length")
     # Seeded by the prompt and the parameters: reproducible, yet not the greedy text.
     key = f"{prompt}\x00{sampling.temperature}:{sampling.top_p}:{gen.seed}"
