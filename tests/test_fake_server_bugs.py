@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from batchprobe.fake import FakeServerConfig, FakeServerThread
+from batchprobe.fake import FakeServerConfig, FakeServerProcess, FakeServerThread
 from batchprobe.fake._tokens import CORRUPT_PIECE
 from batchprobe.workload.needle import needle_line
 
@@ -369,3 +369,15 @@ def test_logprobs_format_none_never_returns_logprobs(api: str) -> None:
             reply = alone(server.base_url, _story(api, stream=stream, **_asks(api, 2)), path)
         assert reply.status == 200 and reply.text
         assert reply.logprobs and all(block is None for block in reply.logprobs)
+
+
+def test_the_cli_serves_chat_only_without_logprobs() -> None:
+    args = ("--no-completions", "--logprobs-format", "none", "--fault", "flip_once",
+            "--fault-when", "warmup", "--ttft-ms", "1", "--itl-ms", "0")  # fmt: skip
+    with FakeServerProcess(*args) as server:
+        completions = alone(server.base_url, counting(0, 2000, 3))
+        chat = alone(server.base_url, _story("chat", stream=True, **_asks("chat", 2)),
+                     "/v1/chat/completions")  # fmt: skip
+    assert completions.status == 404
+    assert chat.status == 200 and chat.text
+    assert all(block is None for block in chat.logprobs)
