@@ -23,7 +23,8 @@ PARAMS_ROLES = {"greedy", "open", "control", "sampled", "bias", "stop", "penalty
 
 def _default_plans(tmp_path: Path) -> tuple[list[int], Plans]:
     """What ``batchprobe run --base-url URL`` (no other option) would send, against the fake."""
-    with FakeServerThread(FakeServerConfig(ttft_ms=1, itl_ms=1)) as server:
+    # An ITL the client sees token by token even on loaded cores (join needs streaming).
+    with FakeServerThread(FakeServerConfig(ttft_ms=1, itl_ms=5)) as server:
         plan = plan_run(base_url=server.base_url, output=tmp_path / "v.json")
 
         async def go() -> Plans:
@@ -125,3 +126,26 @@ def test_a_missing_bias_row_is_said_in_the_run_warnings(tmp_path: Path) -> None:
     (params,) = plans.plans
     assert not any(i.params.logit_bias for i in params.items)
     assert any("no logit bias row" in n for n in params.notes)
+
+
+def test_a_server_that_refuses_top_logprobs_gets_open_rows_that_ask_none(tmp_path: Path) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.path == "/tokenize":
+            return web.Response(status=404)
+        if "logprobs" in json.loads(await request.read()):
+            return web.Response(status=422, text='{"detail": "logprobs: not supported"}')
+        body = {"choices": [{"index": 0, "text": " x", "finish_reason": "length"}],
+                "usage": {"prompt_tokens": 5, "completion_tokens": 1}}  # fmt: skip
+        return web.Response(text=json.dumps(body), content_type="application/json")
+
+    async def go() -> Plans:
+        plan = plan_run(base_url="http://127.0.0.1:9", output=tmp_path / "v.json",
+                        shapes="params", workloads="decode", quick=True)  # fmt: skip
+        async with serve(handler) as url, OpenAIClient(url) as client:
+            return await build_plans(plan.config, "r1", client, {})
+
+    plans = run(go())
+    assert any("refused top logprobs" in w for w in plans.warnings), plans.warnings
+    (params,) = plans.plans
+    assert [i for i in params.items if i.role == "open"]
+    assert all(i.top_logprobs is None for i in params.items)

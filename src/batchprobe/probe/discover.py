@@ -39,6 +39,24 @@ async def serves_other_path(
     return record.error is None
 
 
+async def accepts_top_logprobs(
+    client: OpenAIClient, run_id: str, prompt_style: str, extra: dict[str, JsonValue], top: int
+) -> bool:
+    """Whether a 1-token request asking for ``top`` logprobs is answered, not refused (some
+    servers reject the field); whether any come back is the judge's to read."""
+    record = await client.complete(
+        CompletionRequest(
+            request_id=f"{run_id}-probe-logprobs",
+            api="chat" if prompt_style == "chat" else "completions",
+            prompt=f"[probe {run_id}] The sky is",
+            max_tokens=1,
+            logprobs=top,
+            extra_body=dict(extra),
+        )
+    )
+    return record.error is None
+
+
 async def streams(client: OpenAIClient, run_id: str, api: str, extra: dict[str, JsonValue]) -> bool:
     """Whether tokens arrive one after the other (join is triggered by stream progress)."""
     record = await client.complete(

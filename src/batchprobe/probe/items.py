@@ -21,6 +21,7 @@ from batchprobe.results.shapes import ShapeStatus
 from batchprobe.workload.haystack import DEFAULT_CHARS_PER_TOKEN
 from batchprobe.workload.items import WorkItem
 from batchprobe.workload.shapes import BiasToken, Send, ShapeContext, ShapePlan, default_shapes
+from batchprobe.workload.shapes.params import TOP_LOGPROBS
 
 
 @dataclass
@@ -153,6 +154,11 @@ async def _context(
         else discover.FALLBACK_TOKENS_PER_NUMBER
     )
     both_paths = _any(wanted, "join", "ragged", "early", "repeat", "params")
+    top_logprobs = _any(wanted, "params") and await discover.accepts_top_logprobs(
+        client, run_id, cfg.prompt_style, extra, TOP_LOGPROBS
+    )
+    if _any(wanted, "params") and not top_logprobs:
+        notes.append("params: the server refused top logprobs; open rows ask for none")
     ctx = ShapeContext(
         run_id=run_id,
         seed=cfg.seed,
@@ -165,6 +171,7 @@ async def _context(
         both_paths=both_paths
         and await discover.serves_other_path(client, run_id, cfg.prompt_style, extra),
         bias_tokens=biases,
+        top_logprobs=top_logprobs,
         tokens_per_number=per_number,
         sliding_window=discover.sliding_window(cfg.model),
         context_tokens=discover.context_tokens(props),

@@ -76,6 +76,8 @@ class ShapeContext:
     both_paths: bool = False
     """The other request path answered a 1-token generation: every other item takes it."""
     bias_tokens: list[BiasToken] = field(default_factory=list)
+    top_logprobs: bool = True
+    """The server answers a request asking for top logprobs (params' open rows ask)."""
     tokens_per_number: float = 6.0
     sliding_window: int | None = None
     context_tokens: int | None = None

@@ -65,7 +65,7 @@ class Params:
                     max_tokens=max_tokens,
                     shape=self.name,
                     api=api,
-                    top_logprobs=TOP_LOGPROBS if role == "open" else None,
+                    top_logprobs=TOP_LOGPROBS if role == "open" and ctx.top_logprobs else None,
                 )
                 items.append(item.model_copy(update={"role": role}))
                 continue
