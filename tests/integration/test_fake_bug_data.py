@@ -29,7 +29,7 @@ def _rows(report: Report, role: str) -> tuple[list[SessionResult], list[SessionR
     """(serial references, concurrent rows) of ``role``."""
     serial, concurrent = [], []
     for arm in report.arms:
-        rows = [s for s in arm.sessions if s.role == role]
+        rows = [s for s in arm.sessions if s.situation and s.situation.role == role]
         (serial if arm.spec.concurrency == 1 else concurrent).extend(rows)
     return serial, concurrent
 
@@ -44,10 +44,12 @@ def test_a_healthy_fake_keeps_every_open_row_top1_and_every_role_answered(tmp_pa
     assert serial and concurrent
     assert all(s.top_logprobs for s in serial + concurrent)
     assert _off_top(serial + concurrent) == []
-    roles = {s.role for a in report.arms for s in a.sessions if s.shape == "params"}
+    roles = {s.situation.role for a in report.arms for s in a.sessions
+             if s.shape == "params" and s.situation}  # fmt: skip
     assert roles == {"greedy", "open", "control", "sampled", "bias", "stop", "penalty"}
     # Only open rows asked for top logprobs.
-    asked = {s.role for a in report.arms for s in a.sessions if s.top_logprobs is not None}
+    asked = {s.situation.role for a in report.arms for s in a.sessions
+             if s.top_logprobs is not None and s.situation}  # fmt: skip
     assert asked == {"open"}
 
 

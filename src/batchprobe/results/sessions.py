@@ -8,9 +8,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 # The client parses them from every engine's layout; the session keeps them as parsed.
-from batchprobe.client.types import RequestError, chunk_texts
-from batchprobe.client.types import TokenAlternative as TokenAlternative
-from batchprobe.client.types import TokenChoice as TokenChoice
+from batchprobe.client.types import (
+    RequestError,
+    TokenAlternative,  # noqa: F401 - re-exported
+    TokenChoice,
+    chunk_texts,
+)
 from batchprobe.results.shapes import SelfCheck, Situation
 
 Workload = Literal["recall", "decode"]
