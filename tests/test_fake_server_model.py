@@ -107,7 +107,7 @@ def test_recall_answer_honours_a_newline_stop() -> None:
 
 
 def test_temperature_gives_other_seeded_text_and_zero_is_greedy() -> None:
-    base = {"prompt": COUNTING, "max_tokens": 12}
+    base = {"prompt": "[run r session 1] Tell me a story.", "max_tokens": 12}
     with FakeServerThread(FAST) as server:
         url = server.base_url
 
@@ -122,11 +122,25 @@ def test_temperature_gives_other_seeded_text_and_zero_is_greedy() -> None:
             return [text((await _post(url, "/v1/completions", b))[1]) for b in bodies]
 
         plain, greedy, sampled, again, other_seed = asyncio.run(go())
-    assert plain == greedy == "".join(f" {n}," for n in range(4154, 4166))
+    assert plain == greedy
     assert sampled == again  # seeded: reproducible
     assert sampled != greedy
     assert other_seed != sampled
     assert len(sampled.split()) == 12
+
+
+def test_a_sampled_count_keeps_counting() -> None:
+    """Its next number is near certain: a model counts at temperature 1 too."""
+    base = {"prompt": COUNTING, "max_tokens": 12}
+    with FakeServerThread(FAST) as server:
+        url = server.base_url
+
+        async def go() -> list[str]:
+            bodies = [base, {**base, "temperature": 1.0, "top_p": 0.95}]
+            return [text((await _post(url, "/v1/completions", b))[1]) for b in bodies]
+
+        greedy, sampled = asyncio.run(go())
+    assert greedy == sampled == "".join(f" {n}," for n in range(4154, 4166))
 
 
 def test_tokenize_gives_vocabulary_ids_and_a_forcing_logit_bias_holds_every_token() -> None:

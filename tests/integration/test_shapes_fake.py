@@ -60,7 +60,7 @@ def test_healthy_fake_passes_every_shape_with_every_item_judged(tmp_path: Path) 
         ("cross_talk", "repeat"),
         ("corrupt", "params"),
         ("cross_talk", "params"),
-        ("param_leak", "params"),
+        ("bias_leak", "params"),
     ],
 )
 def test_a_shape_triggered_fault_fails_that_shape_only(
@@ -76,8 +76,8 @@ def test_a_shape_triggered_fault_fails_that_shape_only(
     assert named and named & own, line
 
 
-def test_param_leak_names_both_sessions(tmp_path: Path) -> None:
-    report = probe(tmp_path, fake(fault="param_leak", fault_when="params"), sessions=8)
+def test_bias_leak_names_both_sessions(tmp_path: Path) -> None:
+    report = probe(tmp_path, fake(fault="bias_leak", fault_when="params"), sessions=8)
     line = next(r for r in report.verdict.reasons if "shape params:" in r)
     own = sessions_of(report, "params")
     named = {int(n) for n in re.findall(r"session (\d+)", line)}
@@ -121,7 +121,7 @@ def test_shapes_are_seeded_and_reproducible() -> None:
     def build(seed: int) -> list[list[str]]:
         ctx = ShapeContext(run_id="ab12cd34", seed=seed, sessions=4, haystack_tokens=200,
                            max_tokens=24, recall_max_tokens=16, prompt_style="completion",
-                           chars_per_token=3.2, serves_chat=True)
+                           chars_per_token=3.2, both_paths=True)
         registry = default_shapes()
         return [[i.prompt for i in registry.get(n).build(ctx).items] for n in registry.names]
 

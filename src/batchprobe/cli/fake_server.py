@@ -10,6 +10,7 @@ from batchprobe.fake import (
     BATCHING_MODES,
     FAULT_MODES,
     FAULT_WHEN_MODES,
+    LOGPROBS_FORMATS,
     FakeServerConfig,
     serve,
 )
@@ -58,8 +59,8 @@ def _build_config(**values: object) -> FakeServerConfig:
     default="always",
     show_default=True,
     help="Which requests the fault hits: every one, concurrent ones, those arriving above "
-    "--fault-above in flight, or one traffic shape's situation (join, ragged, early, repeat, "
-    "params; see the README).",
+    "--fault-above in flight, one traffic shape's situation (join, ragged, early, repeat, "
+    "params; see the README), or the probe's warm-up requests (warmup).",
 )
 @click.option(
     "--fault-above",
@@ -76,6 +77,22 @@ def _build_config(**values: object) -> FakeServerConfig:
     help="With --fault exit_after: exit (status 3) after this many answered requests.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the jitter.")
+@click.option(
+    "--logprobs-format",
+    type=click.Choice(LOGPROBS_FORMATS),
+    default="openai",
+    show_default=True,
+    help="How logprobs asked for come back: OpenAI's layouts, llama.cpp's (completions in "
+    "the chat layout), or none at all.",
+)
+@click.option(
+    "--no-completions",
+    "serve_completions",
+    is_flag=True,
+    flag_value=False,
+    default=True,
+    help="Serve chat only: /v1/completions answers 404 (like transformers serve 4.56.2).",
+)
 def fake_server(host: str, port: int, **settings: object) -> None:
     """Serve a fake OpenAI-compatible API with a latency, batching and fault model.
 

@@ -16,6 +16,8 @@ from batchprobe.client.types import (
     ErrorKind,
     RequestError,
     RequestRecord,
+    TokenAlternative,
+    TokenChoice,
 )
 
 __all__ = [
@@ -27,5 +29,7 @@ __all__ = [
     "RequestError",
     "RequestRecord",
     "Timeouts",
+    "TokenAlternative",
+    "TokenChoice",
     "run",
 ]

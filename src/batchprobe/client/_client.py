@@ -148,10 +148,13 @@ class OpenAIClient:
         return None if ids is None else len(ids)
 
     async def token_ids(self, text: str) -> list[int] | None:
-        """Token ids from a llama.cpp-style ``POST /tokenize``; None when unsupported."""
-        status, body = await self._request(
-            "POST", self._url("/tokenize"), data=dumps({"content": text})
-        )
+        """Token ids from ``POST /tokenize``; None when unsupported. One body for every
+        engine's: llama.cpp reads ``content``, vLLM and SGLang ``prompt`` (and would add a
+        BOS without ``add_special_tokens: false``)."""
+        payload: dict[str, Any] = {"content": text, "prompt": text, "add_special_tokens": False}
+        if self.model is not None:
+            payload["model"] = self.model
+        status, body = await self._request("POST", self._url("/tokenize"), data=dumps(payload))
         reply = _json_or_none(status, body)
         tokens = reply.get("tokens") if isinstance(reply, dict) else None
         if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
@@ -190,6 +193,7 @@ class OpenAIClient:
             streamed=req.stream,
             max_tokens=req.max_tokens,
             limits=self.limits,
+            want_top=bool(req.logprobs),
         )
         started = perf_counter()
         error = None

@@ -18,7 +18,14 @@ from typing import Any
 from batchprobe._json import JSONDecodeError, loads
 from batchprobe.client._errors import Fault, excerpt
 from batchprobe.client.limits import Limits
-from batchprobe.client.types import Api, ErrorKind, RequestError, RequestRecord
+from batchprobe.client.types import (
+    Api,
+    ErrorKind,
+    RequestError,
+    RequestRecord,
+    TokenAlternative,
+    TokenChoice,
+)
 
 _DONE = b"[DONE]"
 DEFAULT_LIMITS = Limits()
@@ -46,6 +53,7 @@ class ReplyParser:
         "pieces",
         "streamed",
         "token_times",
+        "tops",
         "usage",
     )
 
@@ -57,6 +65,7 @@ class ReplyParser:
         streamed: bool,
         max_tokens: int,
         limits: Limits = DEFAULT_LIMITS,
+        want_top: bool = False,
     ) -> None:
         self._chat = api == "chat"
         # Fragments of the unfinished last line, joined once when it ends: rebuilding one
@@ -72,6 +81,7 @@ class ReplyParser:
         self.token_times: list[float] = []
         self.pieces: list[str] = []
         self.logprobs: list[float] | None = [] if want_logprobs else None
+        self.tops: list[TokenChoice] | None = [] if want_top and want_logprobs else None
         self.finish_reason: str | None = None
         self.usage: Any = None
         self.done = False
@@ -186,14 +196,24 @@ class ReplyParser:
         if self.logprobs is not None:
             block = choice.get("logprobs")
             if block:
-                self.logprobs.extend(self._chosen_logprobs(block))
+                self._logprobs(block, self.logprobs)
 
-    def _chosen_logprobs(self, block: Any) -> list[float]:
-        if self._chat:
-            values = [item.get("logprob") for item in block.get("content") or ()]
+    def _logprobs(self, block: Any, chosen: list[float]) -> None:
+        """Chosen-token logprobs (and with top-k, each token's best alternative) from either
+        layout: ``content`` entries (chat, and llama.cpp's completions) or the legacy
+        completions arrays (``tokens``, ``token_logprobs``, ``top_logprobs`` maps)."""
+        content = block.get("content")
+        if content is not None:
+            tokens = [item.get("token") for item in content]
+            values = [item.get("logprob") for item in content]
+            tops = [_entry_pairs(item.get("top_logprobs")) for item in content]
         else:
+            tokens = block.get("tokens") or []
             values = block.get("token_logprobs") or []
-        return [float(v) for v in values if isinstance(v, (int, float))]
+            tops = [_map_pairs(top) for top in block.get("top_logprobs") or ()]
+        chosen.extend(float(v) for v in values if _is_number(v))
+        if self.tops is not None:
+            self.tops.extend(_token_choices(tokens, values, tops))
 
     def _no_choices(self, event: Any, raw: bytes) -> None:
         error = event.get("error")
@@ -315,9 +335,44 @@ class ReplyParser:
             ),
             finish_reason=self.finish_reason,
             logprobs=self.logprobs,
+            top_logprobs=self.tops,
             streamed=self.streamed,
             error=error,
         )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _entry_pairs(top: Any) -> list[tuple[Any, Any]]:
+    """``[{token, logprob}, ...]`` (the chat layout) as pairs."""
+    return [(t.get("token"), t.get("logprob")) for t in top or ()]
+
+
+def _map_pairs(top: Any) -> list[tuple[Any, Any]]:
+    """``{token: logprob}`` (the legacy completions layout) as pairs; null: none."""
+    return list(top.items()) if isinstance(top, dict) else []
+
+
+def _token_choices(
+    tokens: list[Any], values: list[Any], tops: list[list[tuple[Any, Any]]]
+) -> list[TokenChoice]:
+    """Each token with a string text and a numeric logprob, and its listed alternatives
+    (likeliest first)."""
+    choices = []
+    for index, (token, value) in enumerate(zip(tokens, values)):
+        if not isinstance(token, str) or not _is_number(value):
+            continue
+        listed = tops[index] if index < len(tops) else []
+        alternatives = [
+            TokenAlternative(token=str(t), logprob=float(lp))
+            for t, lp in listed
+            if t is not None and _is_number(lp)
+        ]
+        alternatives.sort(key=lambda alt: -alt.logprob)
+        choices.append(TokenChoice(token=token, logprob=float(value), alternatives=alternatives))
+    return choices
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -61,6 +61,32 @@ class CompletionRequest(BaseModel):
     )
 
 
+class TokenAlternative(BaseModel):
+    """One token the server listed among a position's likeliest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token: str
+    logprob: float
+
+
+class TokenChoice(BaseModel):
+    """One generated token with its logprob and the top alternatives the server returned."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    token: str
+    logprob: float
+    alternatives: list[TokenAlternative] = Field(
+        default_factory=list, description="The listed top tokens, likeliest first (may hold it)."
+    )
+
+    @property
+    def top1(self) -> bool:
+        """The chosen token was the likeliest listed (ties count as top-1)."""
+        return all(self.logprob >= alt.logprob for alt in self.alternatives)
+
+
 class RequestRecord(BaseModel):
     """What happened to one request. Times are ``time.perf_counter()`` seconds."""
 
@@ -85,6 +111,9 @@ class RequestRecord(BaseModel):
     )
     finish_reason: str | None = None
     logprobs: list[float] | None = None
+    top_logprobs: list[TokenChoice] | None = Field(
+        default=None, description="Each token and its listed alternatives (asked with top-k > 0)."
+    )
     streamed: bool = True
     error: RequestError | None = None
 

@@ -12,10 +12,12 @@ from batchprobe.fake._config import (
     BATCHING_MODES,
     FAULT_MODES,
     FAULT_WHEN_MODES,
+    LOGPROBS_FORMATS,
     Batching,
     FakeServerConfig,
     Fault,
     FaultWhen,
+    LogprobsFormat,
 )
 from batchprobe.fake._process import FakeServerProcess
 from batchprobe.fake._run import FakeServerThread, serve
@@ -25,12 +27,14 @@ __all__ = [
     "BATCHING_MODES",
     "FAULT_MODES",
     "FAULT_WHEN_MODES",
+    "LOGPROBS_FORMATS",
     "Batching",
     "FakeServerConfig",
     "FakeServerProcess",
     "FakeServerThread",
     "Fault",
     "FaultWhen",
+    "LogprobsFormat",
     "StopReason",
     "build_app",
     "serve",

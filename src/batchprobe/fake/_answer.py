@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from batchprobe import _json
 from batchprobe.fake import _tokens
@@ -12,12 +12,15 @@ from batchprobe.fake._config import LateFault
 
 @dataclass(frozen=True)
 class Answer:
-    """The tokens of one reply. ``encoded`` holds each text as a JSON string literal."""
+    """The tokens of one reply. ``encoded`` holds each text as a JSON string literal;
+    ``off_top`` the indices of tokens sampled below the top-1 (their top logprobs list a
+    likelier token first)."""
 
     texts: tuple[str, ...]
     encoded: tuple[bytes, ...]
     logprobs: tuple[float, ...]
     finish_reason: str
+    off_top: frozenset[int] = field(default=frozenset())
 
     @property
     def text(self) -> str:
@@ -34,14 +37,37 @@ class Answer:
         )
 
     @classmethod
+    def sampled(cls, ids: Sequence[int]) -> Answer:
+        """Sampled vocabulary words: about one in three passed over a likelier token."""
+        off_top = frozenset(i for i, tid in enumerate(ids) if tid % 3 == 0)
+        plain = cls.of_ids(ids, "length")
+        logprobs = tuple(
+            _tokens.SAMPLED_LOGPROB if i in off_top else lp for i, lp in enumerate(plain.logprobs)
+        )
+        return cls(plain.texts, plain.encoded, logprobs, "length", off_top)
+
+    def kept(self, count: int, finish_reason: str) -> Answer:
+        """The first ``count`` tokens, ending with ``finish_reason``."""
+        kept = slice(0, count)
+        off_top = frozenset(i for i in self.off_top if i < count)
+        return Answer(
+            self.texts[kept], self.encoded[kept], self.logprobs[kept], finish_reason, off_top
+        )
+
+    @classmethod
     def of_texts(
-        cls, texts: Sequence[str], logprobs: Sequence[float], finish_reason: str
+        cls,
+        texts: Sequence[str],
+        logprobs: Sequence[float],
+        finish_reason: str,
+        off_top: frozenset[int] = frozenset(),
     ) -> Answer:
         return cls(
             texts=tuple(texts),
             encoded=tuple(_json.dumps(t) for t in texts),
             logprobs=tuple(logprobs),
             finish_reason=finish_reason,
+            off_top=off_top,
         )
 
 
@@ -84,7 +110,8 @@ def cut_at_stop(answer: Answer, stops: Sequence[str]) -> Answer:
         texts.append(piece)
         logprobs.append(logprob)
         end += len(piece)
-    return Answer.of_texts(texts, logprobs, "stop")
+    off_top = frozenset(i for i in answer.off_top if i < len(texts))
+    return Answer.of_texts(texts, logprobs, "stop", off_top)
 
 
 def corrupt(answer: Answer, *, start: int = 0, every: int = 4) -> Answer:
@@ -94,7 +121,24 @@ def corrupt(answer: Answer, *, start: int = 0, every: int = 4) -> Answer:
     for index in range(start + every - 1, len(texts), every):
         texts[index] = _tokens.corrupt_piece(texts[index])
         logprobs[index] = _tokens.CORRUPT_LOGPROB
-    return Answer.of_texts(texts, logprobs, answer.finish_reason)
+    return Answer.of_texts(texts, logprobs, answer.finish_reason, answer.off_top)
+
+
+def flip(answer: Answer) -> Answer:
+    """One wrong token half-way (a numerics flip), its own text otherwise."""
+    if not answer.texts:
+        return answer
+    index = len(answer.texts) // 2
+    texts = list(answer.texts)
+    logprobs = list(answer.logprobs)
+    texts[index] = _tokens.corrupt_piece(texts[index])
+    logprobs[index] = _tokens.CORRUPT_LOGPROB
+    return Answer.of_texts(texts, logprobs, answer.finish_reason, answer.off_top)
+
+
+def clean_stop(answer: Answer) -> Answer:
+    """The reply ended half-way with finish "stop", as if the model had ended it."""
+    return answer.kept(len(answer.texts) // 2, "stop")
 
 
 def fault_from(answer: Answer, start: int, fault: LateFault) -> Answer:
@@ -102,9 +146,9 @@ def fault_from(answer: Answer, start: int, fault: LateFault) -> Answer:
 
     ``corrupt`` turns them all bad (the ``!!!!`` of a batch whose survivors lost their
     state); ``finish_error`` ends the reply there with finish_reason "error";
-    ``truncated_stream`` also ends it there (the stream writer drops the connection).
+    ``truncated_stream`` also ends it there (the stream writer drops the connection);
+    ``clean_stop`` ends it there with finish_reason "stop", as if the model had ended it.
     """
     if fault == "corrupt":
         return corrupt(answer, start=start, every=1)
-    kept = slice(0, start)
-    return Answer(answer.texts[kept], answer.encoded[kept], answer.logprobs[kept], "error")
+    return answer.kept(start, "stop" if fault == "clean_stop" else "error")

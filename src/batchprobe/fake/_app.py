@@ -19,7 +19,8 @@ def build_app(config: FakeServerConfig) -> web.Application:
     app.router.add_get("/v1/models", _handlers.models)
     app.router.add_get("/health", _handlers.health)
     app.router.add_get("/metrics", _handlers.metrics)
-    app.router.add_post("/v1/completions", _handlers.completions)
+    completions = _handlers.completions if config.serve_completions else _handlers.not_found
+    app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", _handlers.chat_completions)
     # llama.cpp's tokenizer endpoint, so a client can aim a logit_bias at a word.
     app.router.add_post("/tokenize", _handlers.tokenize)

@@ -24,14 +24,28 @@ Fault = Literal[
     "truncated_stream",
     "buffered",
     "param_leak",
+    # Bugs of one row run with another row's request (see the README's fake-server section).
+    "bias_leak",
+    "max_tokens_leak",
+    "stop_leak",
+    "usage_leak",
+    "clean_stop",
+    "wrong_resend",
+    "flip_once",
 ]
-FaultWhen = Literal["always", "concurrent", "above", "join", "ragged", "early", "repeat", "params"]
+FaultWhen = Literal[
+    "always", "concurrent", "above", "join", "ragged", "early", "repeat", "params", "warmup"
+]
 # The faults the early trigger can apply mid-reply, from the departure on (the others need
 # the whole reply still ahead: a status code, a first chunk, another row's parameters).
-LateFault = Literal["corrupt", "finish_error", "truncated_stream"]
+LateFault = Literal["corrupt", "finish_error", "truncated_stream", "clean_stop"]
+LogprobsFormat = Literal["openai", "llama_cpp", "none"]
+# What a warm-up request's prompt starts with (batchprobe.probe.arm's side requests).
+WARMUP_PREFIX = "[warm-up"
 LATE_FAULTS: tuple[str, ...] = LateFault.__args__  # type: ignore[attr-defined]
 
 BATCHING_MODES: tuple[str, ...] = Batching.__args__  # type: ignore[attr-defined]
+LOGPROBS_FORMATS: tuple[str, ...] = LogprobsFormat.__args__  # type: ignore[attr-defined]
 FAULT_MODES: tuple[str, ...] = Fault.__args__  # type: ignore[attr-defined]
 FAULT_WHEN_MODES: tuple[str, ...] = FaultWhen.__args__  # type: ignore[attr-defined]
 
@@ -88,9 +102,11 @@ class FakeServerConfig(BaseModel):
     arrived while another in flight had streamed a token, and is not a repeat), ``ragged``
     (the prompts in flight when it arrived or when its first token is due span more than 2x
     in length), ``early`` (the tokens after a request that was not decoding yet when it
-    arrived left with fewer tokens; only with corrupt, finish_error or truncated_stream),
+    arrived left with fewer tokens; only with corrupt, finish_error, truncated_stream or
+    clean_stop),
     ``repeat`` (its prompt equals, or shares an 80% prefix with, another of the busy period)
-    and ``params`` (another in flight has other sampling parameters)."""
+    and ``params`` (another in flight has other sampling parameters). ``warmup``: only
+    requests whose prompt starts with ``[warm-up`` (the probe's warm-up requests)."""
 
     fault_above: int = Field(default=1, ge=0)
     """With ``fault_when="above"``: the fault hits requests that arrive while more than this
@@ -103,6 +119,16 @@ class FakeServerConfig(BaseModel):
 
     seed: int = 0
     """Seeds the latency jitter. Generated text depends only on the prompt."""
+
+    logprobs_format: LogprobsFormat = "openai"
+    """How logprobs asked for come back: ``openai`` (completions: ``tokens``,
+    ``token_logprobs``, ``top_logprobs`` as ``[{token: logprob}]``; chat: ``content`` entries
+    with ``top_logprobs`` lists), ``llama_cpp`` (completions too in the chat layout,
+    ``logprobs.content[].top_logprobs``, as llama-server sends them) or ``none`` (never any:
+    ``logprobs`` is null, as on servers that ignore the field)."""
+
+    serve_completions: bool = True
+    """False: no ``/v1/completions`` (404 there), chat only, like transformers serve 4.56.2."""
 
     @field_validator("fault_when")
     @classmethod

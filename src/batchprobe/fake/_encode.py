@@ -11,7 +11,9 @@ from itertools import accumulate
 from typing import Any
 
 from batchprobe import _json
+from batchprobe.fake import _tokens
 from batchprobe.fake._answer import Answer
+from batchprobe.fake._config import LogprobsFormat
 from batchprobe.fake._requests import GenRequest
 
 DONE = b"data: [DONE]\n\n"
@@ -33,9 +35,20 @@ def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dic
 class Encoder:
     """Encodes one request's reply; knows its API, id, model and logprob wishes."""
 
-    def __init__(self, gen: GenRequest, *, model_id: str, request_id: str, created: int) -> None:
+    def __init__(
+        self,
+        gen: GenRequest,
+        *,
+        model_id: str,
+        request_id: str,
+        created: int,
+        logprobs_format: LogprobsFormat = "openai",
+    ) -> None:
         self._gen = gen
         self._chat = gen.api == "chat"
+        self._logprobs = gen.logprobs and logprobs_format != "none"
+        # Entries in chat's layout (a list of tokens): chat, and llama.cpp's completions.
+        self._entries = self._chat or logprobs_format == "llama_cpp"
         self._envelope: dict[str, Any] = {
             "id": f"{'chatcmpl' if self._chat else 'cmpl'}-{request_id}",
             "object": "chat.completion.chunk" if self._chat else "text_completion",
@@ -53,7 +66,7 @@ class Encoder:
         """The SSE event carrying token ``index``; the last one carries the finish reason."""
         last = index == len(answer.texts) - 1
         finish = _json.dumps(answer.finish_reason) if last else _NULL
-        logprobs = self._chunk_logprobs(answer, index) if self._gen.logprobs else _NULL
+        logprobs = self._chunk_logprobs(answer, index) if self._logprobs else _NULL
         return self._chunk(answer.encoded[index], logprobs, finish, first=index == 0)
 
     def empty_chunk(self, finish_reason: str) -> bytes:
@@ -75,14 +88,13 @@ class Encoder:
         return b"".join((*parts, b',"finish_reason":', finish, b"}]}\n\n"))
 
     def _chunk_logprobs(self, answer: Answer, index: int) -> bytes:
-        text, logprob = answer.texts[index], answer.logprobs[index]
-        if self._chat:
-            return _json.dumps({"content": [self._chat_entry(text, logprob)]})
+        if self._entries:
+            return _json.dumps({"content": [self._entry(answer, index)]})
         return _json.dumps(
             {
-                "tokens": [text],
-                "token_logprobs": [logprob],
-                "top_logprobs": [{text: logprob}] if self._gen.top_logprobs else None,
+                "tokens": [answer.texts[index]],
+                "token_logprobs": [answer.logprobs[index]],
+                "top_logprobs": [self._top_map(answer, index)] if self._gen.top_logprobs else None,
                 "text_offset": [self._offset(answer, index)],
             }
         )
@@ -101,7 +113,7 @@ class Encoder:
             choice["message"] = {"role": "assistant", "content": answer.text}
         else:
             choice["text"] = answer.text
-        choice["logprobs"] = self._full_logprobs(answer) if self._gen.logprobs else None
+        choice["logprobs"] = self._full_logprobs(answer) if self._logprobs else None
         choice["finish_reason"] = answer.finish_reason
         obj = "chat.completion" if self._chat else "text_completion"
         return _json.dumps(
@@ -109,17 +121,45 @@ class Encoder:
         )
 
     def _full_logprobs(self, answer: Answer) -> dict[str, Any]:
-        pairs = list(zip(answer.texts, answer.logprobs))
-        if self._chat:
-            return {"content": [self._chat_entry(text, lp) for text, lp in pairs]}
+        indices = range(len(answer.texts))
+        if self._entries:
+            return {"content": [self._entry(answer, i) for i in indices]}
+        tops = [self._top_map(answer, i) for i in indices] if self._gen.top_logprobs else None
         return {
             "tokens": list(answer.texts),
             "token_logprobs": list(answer.logprobs),
-            "top_logprobs": [{t: lp} for t, lp in pairs] if self._gen.top_logprobs else None,
-            "text_offset": [self._offset(answer, i) for i in range(len(pairs))],
+            "top_logprobs": tops,
+            "text_offset": [self._offset(answer, i) for i in indices],
         }
 
-    def _chat_entry(self, text: str, logprob: float) -> dict[str, Any]:
-        chosen = {"token": text, "logprob": logprob, "bytes": list(text.encode())}
-        top = [dict(chosen)] if self._gen.top_logprobs else []
+    def _entry(self, answer: Answer, index: int) -> dict[str, Any]:
+        """One token in the chat layout: the chosen one and its ``top_logprobs`` list."""
+        text = answer.texts[index]
+        chosen = _piece(text, answer.logprobs[index])
+        top = [_piece(t, lp) for t, lp in top_logprobs(answer, index, self._gen.top_logprobs)]
         return {**chosen, "top_logprobs": top}
+
+    def _top_map(self, answer: Answer, index: int) -> dict[str, float]:
+        """The legacy completions layout: ``{token: logprob}``, likeliest first."""
+        return dict(top_logprobs(answer, index, self._gen.top_logprobs))
+
+
+def _piece(text: str, logprob: float) -> dict[str, Any]:
+    return {"token": text, "logprob": logprob, "bytes": list(text.encode())}
+
+
+def top_logprobs(answer: Answer, index: int, count: int) -> list[tuple[str, float]]:
+    """The ``count`` likeliest tokens at ``index``, likeliest first: the chosen one first,
+    unless it was sampled below a likelier one (``Answer.off_top``)."""
+    if count <= 0:
+        return []
+    text, logprob = answer.texts[index], answer.logprobs[index]
+    others = _tokens.alternatives(text, index, count)
+    if index in answer.off_top:
+        ranked = [(others[0], _tokens.PASSED_OVER_LOGPROB), (text, logprob)]
+        rest = others[1:]
+    else:
+        ranked, rest = [(text, logprob)], others
+    floor = min(logprob for _, logprob in ranked)
+    ranked += [(word, round(floor - 1.0 - rank, 4)) for rank, word in enumerate(rest)]
+    return ranked[:count]

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
 
 from batchprobe import _json
-from batchprobe.fake._answer import ERROR_ANSWER, Answer, corrupt, runaway
+from batchprobe.fake._answer import ERROR_ANSWER, Answer, clean_stop, corrupt, flip, runaway
 from batchprobe.fake._clock import TokenClock, sleep_until
 from batchprobe.fake._encode import DONE, Encoder, usage
 from batchprobe.fake._model import respond, unknown_bias_id
@@ -85,6 +87,12 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return await _generate(request, "chat")
 
 
+async def not_found(request: web.Request) -> web.Response:
+    """A path the server does not serve, answered as FastAPI does (transformers serve)."""
+    request.app[STATE_KEY].requests["completions"] += 1
+    return _json_response({"detail": "Not Found"}, status=404)
+
+
 async def tokenize(request: web.Request) -> web.Response:
     """llama.cpp's /tokenize for the fake's vocabulary: one id per whitespace word."""
     state = request.app[STATE_KEY]
@@ -101,6 +109,7 @@ async def tokenize(request: web.Request) -> web.Response:
 
 async def _generate(request: web.Request, api: Api) -> web.StreamResponse:
     state = request.app[STATE_KEY]
+    state.requests[api] += 1
     if state.stop_reason == "exit_after":
         # A crashed engine answers nothing more: hold the request until the process is gone
         # (its connection then drops), rather than serve it while shutting down.
@@ -146,19 +155,20 @@ async def _reply(
     flight.planned = len(answer.texts)
     progress = Progress(state, flight, late_fault(state))
     encoder = Encoder(
-        gen, model_id=config.model_id, request_id=f"fake{flight.seq:06d}", created=int(time.time())
+        gen,
+        model_id=config.model_id,
+        request_id=f"fake{flight.seq:06d}",
+        created=int(time.time()),
+        logprobs_format=config.logprobs_format,
     )
-    cached_tokens = gen.prompt_tokens if cached else 0
+    counted = _usage_counter(state, flight, cached=cached, leak=faulted)
     headers = _echo_headers(request)
     if gen.stream:
 
         def tail(final: Answer) -> tuple[bytes, ...]:
             if not gen.include_usage:
                 return (DONE,)
-            return (
-                encoder.usage_chunk(usage(gen.prompt_tokens, len(final.texts), cached_tokens)),
-                DONE,
-            )
+            return (encoder.usage_chunk(counted(final)), DONE)
 
         fault = stream_fault(config.fault) if faulted else None
         plan = StreamPlan(answer, clock, encoder, tail, progress, fault)
@@ -170,12 +180,33 @@ async def _reply(
     if faulted and config.fault == "huge_event":
         huge = b"".join((b'{"choices":[{"index":0,"text":"', *huge_text_event()[1:-1], b'"}]}'))
         return web.Response(body=huge, content_type="application/json", headers=headers)
-    body = encoder.body(answer, usage(gen.prompt_tokens, len(answer.texts), cached_tokens))
+    body = encoder.body(answer, counted(answer))
     if progress.cut:
         return await _broken_body(request, body, "truncated_stream", headers)
     if faulted and config.fault in ("malformed_sse", "truncated_stream"):
         return await _broken_body(request, body, config.fault, headers)
     return web.Response(body=body, content_type="application/json", headers=headers)
+
+
+def _usage_counter(
+    state: ServerState, flight: Flight, *, cached: bool, leak: bool
+) -> Callable[[Answer], dict[str, Any]]:
+    """The reply's ``usage`` from its answer as it ended; under ``usage_leak`` (``leak``)
+    another request's of the busy period: its prompt and its answer's tokens."""
+    gen = flight.gen
+    cached_tokens = gen.prompt_tokens if cached else 0
+    source = None
+    if leak and state.config.fault == "usage_leak":
+        own = (gen.prompt_tokens, flight.planned)
+        # One whose count fits this row's max_tokens: usage that only disagrees with the stream.
+        source = state.partner(
+            flight,
+            lambda f: (f.gen.prompt_tokens, f.planned) != own and f.planned <= gen.max_tokens,
+        )
+    if source is None:
+        return lambda final: usage(gen.prompt_tokens, len(final.texts), cached_tokens)
+    other = source
+    return lambda final: usage(other.gen.prompt_tokens, other.planned, cached_tokens)
 
 
 def _clock(state: ServerState, flight: Flight, *, cached: bool) -> TokenClock:
@@ -193,28 +224,67 @@ def _answer(state: ServerState, flight: Flight, healthy: Answer) -> Answer:
     fault = state.config.fault
     if fault == "ignore_max_tokens":
         return runaway(healthy, flight.gen.max_tokens)
-    if fault not in ("finish_error", "cross_talk", "param_leak", "corrupt"):
-        return healthy
     if fault == "finish_error":
         return ERROR_ANSWER
+    if fault == "clean_stop":
+        return clean_stop(healthy)
+    if fault == "flip_once":
+        state.flipped = True
+        return _corrupted(state, flight, flip)
+    if fault in ("corrupt", "wrong_resend"):
+        return _corrupted(state, flight, corrupt)
+    if fault in _LEAKS:
+        return _leaked(state, flight, fault)
+    return healthy
+
+
+def _corrupted(state: ServerState, flight: Flight, spoil: Callable[[Answer], Answer]) -> Answer:
+    """A code with other last digits, or the answer's tokens spoiled: its own content only."""
+    gen = flight.gen
+    if flight.code is not None:
+        code = corrupt_code(flight.code)
+        return respond(gen, prompt=gen.prompt, code=code, sampling=gen.sampling, vocab=state.vocab)
+    healthy = respond(gen, prompt=gen.prompt, code=None, sampling=gen.sampling, vocab=state.vocab)
+    return spoil(healthy)
+
+
+# What each leak takes from another request of the busy period, and which one it takes it from.
+_LEAKS: dict[str, Callable[[Flight, Flight], bool]] = {
+    # Another session's reply: its needle for a recall prompt, its text otherwise.
+    "cross_talk": lambda me, f: _answers_otherwise(me, f),
+    # Its sampling (temperature, top_p): a greedy row comes out sampled.
+    "param_leak": lambda me, f: _sampling_of(f) != _sampling_of(me),
+    "bias_leak": lambda me, f: f.gen.sampling.logit_bias != me.gen.sampling.logit_bias,
+    # A smaller max_tokens: the row ends "length" at the other's count.
+    "max_tokens_leak": lambda me, f: f.gen.max_tokens < me.gen.max_tokens,
+    "stop_leak": lambda me, f: f.gen.stop != me.gen.stop,
+}
+
+
+def _leaked(state: ServerState, flight: Flight, fault: str) -> Answer:
+    """``flight`` generated with one thing of another request's (see ``_LEAKS``)."""
     gen = flight.gen
     prompt, code, sampling = gen.prompt, flight.code, gen.sampling
-    if fault == "cross_talk":
-        # Another session's reply: its needle for a recall prompt, its text otherwise.
-        other = state.partner(flight, lambda f: _answers_otherwise(flight, f))
-        if other is not None:
-            prompt, code = other.gen.prompt, other.code
-    if fault == "param_leak":
-        # The batch row's parameters come from another request in flight.
-        leak = state.partner(flight, lambda f: f.gen.sampling != gen.sampling)
-        if leak is not None:
-            sampling = leak.gen.sampling
-    if fault == "corrupt" and code is not None:
-        code = corrupt_code(code)
-    answer = respond(gen, prompt=prompt, code=code, sampling=sampling, vocab=state.vocab)
-    if fault == "corrupt" and code is None:
-        answer = corrupt(answer)
-    return answer
+    fits = _LEAKS[fault]
+    other = state.partner(flight, lambda f: fits(flight, f))
+    if other is not None:
+        theirs = other.gen
+        if fault == "cross_talk":
+            prompt, code = theirs.prompt, other.code
+        elif fault == "param_leak":
+            temperature, top_p = _sampling_of(other)
+            sampling = replace(sampling, temperature=temperature, top_p=top_p)
+        elif fault == "bias_leak":
+            sampling = replace(sampling, logit_bias=theirs.sampling.logit_bias)
+        elif fault == "max_tokens_leak":
+            gen = replace(gen, max_tokens=theirs.max_tokens)
+        else:
+            gen = replace(gen, stop=theirs.stop)
+    return respond(gen, prompt=prompt, code=code, sampling=sampling, vocab=state.vocab)
+
+
+def _sampling_of(flight: Flight) -> tuple[float, float]:
+    return flight.gen.sampling.temperature, flight.gen.sampling.top_p
 
 
 def _answers_otherwise(flight: Flight, other: Flight) -> bool:

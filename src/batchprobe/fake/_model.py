@@ -47,6 +47,17 @@ def respond(
     return cut_at_stop(answer, gen.stop)
 
 
+def checkable(gen: GenRequest, code: str | None) -> bool:
+    """Whether ``gen``'s answer is determined by its prompt: a needle, or a greedy count
+    (what a numerics flip can be seen in)."""
+    if code is not None:
+        return True
+    sampling = gen.sampling
+    return not sampling.sampled and sampling.forced_token() is None and (
+        _count_from(gen.prompt) is not None
+    )
+
+
 def unknown_bias_id(sampling: Sampling, vocab: _tokens.Vocabulary) -> int | None:
     """The first logit_bias token id the fake never handed out, if any."""
     return next((tid for tid, _ in sampling.logit_bias if vocab.piece(tid) is None), None)
@@ -61,17 +72,18 @@ def _recall(api: Api, code: str, max_tokens: int) -> Answer:
 
 
 def _decode(gen: GenRequest, prompt: str, sampling: Sampling) -> Answer:
-    """Exactly ``max_tokens`` tokens: the count when greedy on a counting prompt, else
-    pseudo-words; finish "length" (neither ever ends by itself)."""
+    """Exactly ``max_tokens`` tokens: the count on a counting prompt (sampled too: its next
+    number is near certain, as a real model keeps counting at temperature 1), else
+    pseudo-words, other ones when sampled; finish "length" (neither ever ends by itself)."""
+    numbers = _count_from(prompt)
+    if numbers is not None:
+        texts = list(islice(numbers, gen.max_tokens))
+        return Answer.of_texts(texts, [_tokens.COUNT_LOGPROB] * len(texts), "length")
     if not sampling.sampled:
-        numbers = _count_from(prompt)
-        if numbers is not None:
-            texts = list(islice(numbers, gen.max_tokens))
-            return Answer.of_texts(texts, [_tokens.COUNT_LOGPROB] * len(texts), "length")
         return Answer.of_ids(_tokens.decode_ids(prompt, gen.max_tokens), "length")
     # Seeded by the prompt and the parameters: reproducible, yet not the greedy text.
     key = f"{prompt}\x00{sampling.temperature}:{sampling.top_p}:{gen.seed}"
-    return Answer.of_ids(_tokens.decode_ids(key, gen.max_tokens), "length")
+    return Answer.sampled(_tokens.decode_ids(key, gen.max_tokens))
 
 
 def _count_from(prompt: str) -> Iterator[str] | None:

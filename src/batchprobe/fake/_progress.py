@@ -12,6 +12,7 @@ _LATE_FAULTS: dict[str, LateFault] = {
     "corrupt": "corrupt",
     "finish_error": "finish_error",
     "truncated_stream": "truncated_stream",
+    "clean_stop": "clean_stop",
 }
 
 

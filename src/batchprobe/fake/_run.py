@@ -118,6 +118,11 @@ class FakeServerThread:
         """None while serving; "exit_after" once that fault stopped it."""
         return self._app[STATE_KEY].stop_reason
 
+    @property
+    def requests(self) -> dict[str, int]:
+        """Generation requests received so far, by path (``completions``, ``chat``)."""
+        return dict(self._app[STATE_KEY].requests)
+
     def __enter__(self) -> Self:
         self.start()
         return self

@@ -20,13 +20,16 @@ from typing import Literal, TypeVar
 from aiohttp import web
 
 from batchprobe.fake import _triggers
-from batchprobe.fake._config import FakeServerConfig
+from batchprobe.fake._config import WARMUP_PREFIX, FakeServerConfig
+from batchprobe.fake._model import checkable
 from batchprobe.fake._requests import GenRequest, Sampling
 from batchprobe.fake._tokens import Vocabulary
 
 StopReason = Literal["requested", "exit_after"]
 # Requests a busy period remembers at most (repeat and cross_talk look back over it).
 PERIOD_LIMIT = 8192
+# Prompts wrong_resend remembers over the server's life (16 bytes each); then it starts over.
+SENT_LIMIT = 1 << 20
 _Key = TypeVar("_Key", bound=Hashable)
 
 
@@ -59,6 +62,8 @@ class Flight:
     holds_slot: bool = False
     finished: bool = False
     """Its reply is complete but for its last bytes (see ``ServerState.finish``)."""
+    resent: bool = False
+    """wrong_resend: the server received this prompt before, in its lifetime."""
 
 
 class ServerState:
@@ -85,8 +90,13 @@ class ServerState:
         self._lengths: Counter[int] = Counter()
         self._samplings: Counter[Sampling] = Counter()
         self._cache: set[bytes] = set()
+        self._sent: set[bytes] = set()
+        self.flipped = False
+        """flip_once: the one wrong answer of the server's life was given."""
         self.vocab = Vocabulary()
         self.answered = 0
+        self.requests: Counter[str] = Counter()
+        """Generation requests received, by path (``completions``, ``chat``), served or not."""
         self.stop_event = asyncio.Event()
         self.stop_reason: StopReason | None = None
 
@@ -125,6 +135,8 @@ class ServerState:
         )
         if self.config.fault_when == "ragged" and self._lengths:
             flight.lengths_at_arrival = (min(self._lengths), max(self._lengths))
+        if self.config.fault == "wrong_resend":
+            flight.resent = self._seen_before(gen.prompt)
         self._next_seq += 1
         self._inflight[flight.seq] = flight
         self._remember(flight)
@@ -200,6 +212,15 @@ class ServerState:
         config = self.config
         if config.fault == "none":
             return False
+        if config.fault == "wrong_resend" and not flight.resent:
+            return False
+        if config.fault == "flip_once" and (self.flipped or not checkable(flight.gen, flight.code)):
+            return False
+        return self._when(flight)
+
+    def _when(self, flight: Flight) -> bool:
+        """Whether ``flight`` is in the situation ``fault_when`` names."""
+        config = self.config
         when = config.fault_when
         if when == "always":
             return True
@@ -221,6 +242,8 @@ class ServerState:
         if when == "params":
             # Another in flight has other parameters: not all in flight share its own.
             return self._samplings[flight.gen.sampling] < len(self._inflight)
+        if when == "warmup":
+            return flight.gen.prompt.startswith(WARMUP_PREFIX)
         return False
 
     def partner(self, flight: Flight, fits: Callable[[Flight], bool]) -> Flight | None:
@@ -245,6 +268,16 @@ class ServerState:
         if key in self._cache:
             return True
         self._cache.add(key)
+        return False
+
+    def _seen_before(self, prompt: str) -> bool:
+        """Remember ``prompt``; True when the server had received it before."""
+        key = hashlib.blake2b(prompt.encode(), digest_size=16).digest()
+        if key in self._sent:
+            return True
+        if len(self._sent) >= SENT_LIMIT:
+            self._sent.clear()
+        self._sent.add(key)
         return False
 
     def note_answered(self) -> None:

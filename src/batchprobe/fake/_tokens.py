@@ -102,3 +102,17 @@ def corrupt_piece(piece: str) -> str:
     if known is not None:
         return VOCAB[(known + 1) % _VOCAB_SIZE]
     return (" " if piece.startswith(" ") else "") + CORRUPT_PIECE
+
+
+# A sampled token that passed over a likelier one, and that likelier token's logprob.
+SAMPLED_LOGPROB = -1.6
+PASSED_OVER_LOGPROB = -0.4
+
+
+def alternatives(piece: str, index: int, count: int) -> list[str]:
+    """``count`` vocabulary words other than ``piece``: the runners-up at position
+    ``index`` in a reply's top logprobs (deterministic, distinct)."""
+    digest = hashlib.blake2b(f"{index}\x00{piece}".encode(), digest_size=4).digest()
+    first = int.from_bytes(digest, "big") % _VOCAB_SIZE
+    words = (VOCAB[(first + step) % _VOCAB_SIZE] for step in range(count + 1))
+    return [word for word in words if word != piece][:count]

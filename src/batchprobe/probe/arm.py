@@ -88,6 +88,7 @@ def to_session(
         text=rec.text,
         chunk_ends=rec.chunk_ends,
         logprobs=rec.logprobs,
+        top_logprobs=rec.top_logprobs,
         finish_reason=rec.finish_reason,
         prompt_tokens=rec.prompt_tokens,
         completion_tokens=rec.completion_tokens,

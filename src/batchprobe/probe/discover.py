@@ -10,7 +10,7 @@ from typing import BinaryIO
 from pydantic import JsonValue
 
 from batchprobe.client import OpenAIClient
-from batchprobe.client.types import CompletionRequest
+from batchprobe.client.types import Api, CompletionRequest
 from batchprobe.workload.items import CountSpec
 from batchprobe.workload.shapes import BiasToken
 
@@ -20,18 +20,41 @@ _COUNT_SAMPLE = 20
 FALLBACK_TOKENS_PER_NUMBER = 6.0  # digits one by one plus ", ": the most a tokenizer spends
 
 
-async def serves_chat(client: OpenAIClient, run_id: str, extra: dict[str, JsonValue]) -> bool:
-    """Whether ``/v1/chat/completions`` answers a tiny request with text."""
+async def serves_other_path(
+    client: OpenAIClient, run_id: str, prompt_style: str, extra: dict[str, JsonValue]
+) -> bool:
+    """Whether the request path the prompt style does not use (chat for the completion
+    style, completions for chat) answers a real 1-token generation. Only then do the
+    shapes send every other item over it: a path a server does not serve is no bug of it."""
+    api: Api = "completions" if prompt_style == "chat" else "chat"
     record = await client.complete(
         CompletionRequest(
-            request_id=f"{run_id}-probe-chat",
-            api="chat",
+            request_id=f"{run_id}-probe-{api}",
+            api=api,
             prompt=f"[probe {run_id}] Say hello.",
-            max_tokens=2,
+            max_tokens=1,
             extra_body=dict(extra),
         )
     )
-    return record.error is None and bool(record.text)
+    return record.error is None
+
+
+async def accepts_top_logprobs(
+    client: OpenAIClient, run_id: str, prompt_style: str, extra: dict[str, JsonValue], top: int
+) -> bool:
+    """Whether a 1-token request asking for ``top`` logprobs is answered, not refused (some
+    servers reject the field); whether any come back is the judge's to read."""
+    record = await client.complete(
+        CompletionRequest(
+            request_id=f"{run_id}-probe-logprobs",
+            api="chat" if prompt_style == "chat" else "completions",
+            prompt=f"[probe {run_id}] The sky is",
+            max_tokens=1,
+            logprobs=top,
+            extra_body=dict(extra),
+        )
+    )
+    return record.error is None
 
 
 async def streams(client: OpenAIClient, run_id: str, api: str, extra: dict[str, JsonValue]) -> bool:
@@ -49,16 +72,51 @@ async def streams(client: OpenAIClient, run_id: str, api: str, extra: dict[str, 
     return record.error is None and record.streamed and len(set(times)) >= 2
 
 
-async def bias_tokens(client: OpenAIClient) -> list[BiasToken]:
-    """Words the server's tokenizer reads as exactly one token, with their ids."""
-    found = []
+async def bias_tokens(client: OpenAIClient, model: str | None) -> tuple[list[BiasToken], str | None]:
+    """Words the model's tokenizer reads as exactly one token, with their ids, and a note
+    when there are none: from the engine's ``/tokenize`` (llama.cpp, vLLM, SGLang), else
+    from the model folder's ``tokenizer.json``."""
+    served = await _served_ids(client)
+    if served is not None:
+        found = _single_tokens(served)
+        return found, None if found else "no bias row: no single-token word from /tokenize"
+    local = _local_ids(model)
+    if isinstance(local, str):
+        return [], f"no bias row: the server has no /tokenize, and {local}"
+    found = _single_tokens(local)
+    return found, None if found else "no bias row: no single-token word in tokenizer.json"
+
+
+def _single_tokens(ids: dict[str, list[int]]) -> list[BiasToken]:
+    return [BiasToken(text=w, token_id=t[0]) for w, t in ids.items() if len(t) == 1]
+
+
+async def _served_ids(client: OpenAIClient) -> dict[str, list[int]] | None:
+    """Each bias word's ids from the engine's tokenizer endpoint; None: it has none."""
+    found = {}
     for word in BIAS_WORDS:
         ids = await client.token_ids(word)
         if ids is None:
-            return []
-        if len(ids) == 1:
-            found.append(BiasToken(text=word, token_id=ids[0]))
+            return None
+        found[word] = ids
     return found
+
+
+def _local_ids(model: str | None) -> dict[str, list[int]] | str:
+    """Each bias word's ids from ``<model>/tokenizer.json``, or why there are none."""
+    path = Path(model) / "tokenizer.json" if model is not None else None
+    if path is None or not path.is_file():
+        return "the model is not a local folder with a tokenizer.json"
+    try:
+        # Optional: pip install "batchprobe[tokenizer]".
+        from tokenizers import Tokenizer  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return 'reading tokenizer.json needs the tokenizers package (pip install "batchprobe[tokenizer]")'
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:  # noqa: BLE001 - the Rust library raises its own bare Exception
+        return f"{path} does not load ({exc})"
+    return {w: list(tokenizer.encode(w, add_special_tokens=False).ids) for w in BIAS_WORDS}
 
 
 async def tokens_per_number(client: OpenAIClient) -> float:

@@ -20,7 +20,8 @@ from batchprobe.results.models import RunConfig
 from batchprobe.results.shapes import ShapeStatus
 from batchprobe.workload.haystack import DEFAULT_CHARS_PER_TOKEN
 from batchprobe.workload.items import WorkItem
-from batchprobe.workload.shapes import Send, ShapeContext, ShapePlan, default_shapes
+from batchprobe.workload.shapes import BiasToken, Send, ShapeContext, ShapePlan, default_shapes
+from batchprobe.workload.shapes.params import TOP_LOGPROBS
 
 
 @dataclass
@@ -61,6 +62,7 @@ class Plans:
             burst.notes = [f"the throughput phase: {depth} counting prompts at once"]
             throughput = burst
         names = self.names if depth > 1 else [n for n in self.names if n == "burst"] or self.names
+        ctx.depth = depth
         ctx.sessions = _size_for(ctx, names, self.workloads, depth, throughput is not None)
         mixed = _build(ctx, names, self.workloads)
         for plan in mixed:
@@ -132,22 +134,31 @@ def _any(wanted: set[str] | None, *shapes: str) -> bool:
 
 async def _context(
     cfg: RunConfig, run_id: str, client: OpenAIClient, extra: dict[str, JsonValue], props: JsonValue
-) -> tuple[ShapeContext, str | None]:
-    note = None
+) -> tuple[ShapeContext, list[str]]:
+    notes: list[str] = []
     cpt = None
     if "recall" in cfg.workloads:
         cpt, note = await calibrate_chars_per_token(client, run_id, cfg.prompt_style)
+        notes += [note] if note else []
     wanted = set(cfg.shapes) if cfg.shapes is not None else None
     # Only what the shapes asked for is asked of the server. Tokenizer questions first:
     # llama-server drops a kept-alive connection after a stream without saying so, and
     # discovery requests are not resent.
-    biases = await discover.bias_tokens(client) if _any(wanted, "params") else []
+    biases: list[BiasToken] = []
+    if _any(wanted, "params"):
+        biases, why = await discover.bias_tokens(client, cfg.model)
+        notes += [f"params: {why}"] if why else []
     per_number = (
         await discover.tokens_per_number(client)
         if _any(wanted, "early", "params")
         else discover.FALLBACK_TOKENS_PER_NUMBER
     )
     both_paths = _any(wanted, "join", "ragged", "early", "repeat", "params")
+    top_logprobs = _any(wanted, "params") and await discover.accepts_top_logprobs(
+        client, run_id, cfg.prompt_style, extra, TOP_LOGPROBS
+    )
+    if _any(wanted, "params") and not top_logprobs:
+        notes.append("params: the server refused top logprobs; open rows ask for none")
     ctx = ShapeContext(
         run_id=run_id,
         seed=cfg.seed,
@@ -157,13 +168,15 @@ async def _context(
         recall_max_tokens=cfg.recall_max_tokens,
         prompt_style=cfg.prompt_style,
         chars_per_token=cpt or DEFAULT_CHARS_PER_TOKEN,
-        serves_chat=both_paths and await discover.serves_chat(client, run_id, extra),
+        both_paths=both_paths
+        and await discover.serves_other_path(client, run_id, cfg.prompt_style, extra),
         bias_tokens=biases,
+        top_logprobs=top_logprobs,
         tokens_per_number=per_number,
         sliding_window=discover.sliding_window(cfg.model),
         context_tokens=discover.context_tokens(props),
     )
-    return ctx, note
+    return ctx, notes
 
 
 async def build_plans(
@@ -179,8 +192,8 @@ async def build_plans(
     """
     registry = default_shapes()
     asked = cfg.shapes
-    ctx, note = await _context(cfg, run_id, client, extra, props)
-    result = Plans(warnings=[note] if note else [])
+    ctx, notes = await _context(cfg, run_id, client, extra, props)
+    result = Plans(warnings=notes)
     asked_set = set(asked) if asked is not None else None
     streaming = _any(asked_set, "join") and await discover.streams(
         client, run_id, cfg.prompt_style, extra

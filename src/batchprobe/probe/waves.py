@@ -106,7 +106,7 @@ def _request(item: WorkItem, copy_index: int, arm: str, ctx: ArmContext, cached:
         max_tokens=item.max_tokens,
         temperature=params.temperature,
         seed=ctx.request_seed,
-        logprobs=ctx.logprobs,
+        logprobs=item.top_logprobs or ctx.logprobs,
         extra_body=extra,
     )
 
@@ -148,6 +148,8 @@ async def _send(
         params=item.params.describe(),
         sampled=not item.params.greedy,
         bias_text=item.params.bias_text,
+        stop=list(item.params.stop or []),
+        role=item.role,
         prefix_cache=cached,
     )
     arm.sessions.append(session)

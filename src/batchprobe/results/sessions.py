@@ -7,7 +7,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from batchprobe.client.types import RequestError, chunk_texts
+# The client parses them from every engine's layout; the session keeps them as parsed.
+from batchprobe.client.types import (
+    RequestError,
+    TokenAlternative,  # noqa: F401 - re-exported
+    TokenChoice,
+    chunk_texts,
+)
 from batchprobe.results.shapes import SelfCheck, Situation
 
 Workload = Literal["recall", "decode"]
@@ -15,19 +21,6 @@ Workload = Literal["recall", "decode"]
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class TokenAlternative(_Model):
-    token: str
-    logprob: float
-
-
-class TokenChoice(_Model):
-    """One generated token with its logprob and the top alternatives the server returned."""
-
-    token: str
-    logprob: float
-    alternatives: list[TokenAlternative] = Field(default_factory=list)
 
 
 class SessionOutcome(str, Enum):

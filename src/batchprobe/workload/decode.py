@@ -38,6 +38,42 @@ def counting_item(
     )
 
 
+# Open-ended beginnings: text a greedy model continues its own way, with no one right answer
+# (its serial reference is the comparison, and its top logprobs show whether it was sampled).
+_OPENINGS = (
+    "The old lighthouse keeper opened the door and",
+    "When the train finally stopped in the small town,",
+    "She unfolded the map on the kitchen table and",
+    "The first thing the engineers noticed about the bridge was",
+)
+
+
+def open_item(
+    *,
+    run_id: str,
+    session: int,
+    max_tokens: int,
+    shape: str,
+    api: Api | None = None,
+    top_logprobs: int | None = None,
+) -> WorkItem:
+    """A greedy open-ended prompt (no count, no needle): judged against its serial text."""
+    opening = _OPENINGS[session % len(_OPENINGS)]
+    if api == "chat":
+        prompt = f"[run {run_id} session {session}] Continue this story: {opening}"
+    else:
+        prompt = f"[run {run_id} session {session}] {opening}"
+    return WorkItem(
+        workload="decode",
+        session=session,
+        prompt=prompt,
+        max_tokens=max_tokens,
+        shape=shape,
+        api=api,
+        top_logprobs=top_logprobs,
+    )
+
+
 def count_start(rng: random.Random, session: int) -> int:
     """A start in the session's own block of 1,000: no two sessions' counts share a number.
 

@@ -72,3 +72,15 @@ class WorkItem(BaseModel):
     depth: float | None = Field(default=None, description="recall: needle position, 0 = top")
     count: CountSpec | None = Field(default=None, description="decode: the count it must follow")
     params: SamplingParams = Field(default_factory=SamplingParams)
+    role: str | None = Field(
+        default=None,
+        description="Its part in its shape's wave (params: greedy, open, control, sampled, "
+        "bias, stop, penalty; join: starter, joiner; ragged: short .. long); None: the only one.",
+    )
+    top_logprobs: int | None = Field(
+        default=None,
+        ge=1,
+        le=20,
+        description="Ask for this many top logprobs per token (only the rows whose judge "
+        "reads them; every other request is what an ordinary client sends).",
+    )

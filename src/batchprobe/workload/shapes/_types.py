@@ -73,11 +73,16 @@ class ShapeContext:
     recall_max_tokens: int
     prompt_style: str
     chars_per_token: float
-    serves_chat: bool = False
+    both_paths: bool = False
+    """The other request path answered a 1-token generation: every other item takes it."""
     bias_tokens: list[BiasToken] = field(default_factory=list)
+    top_logprobs: bool = True
+    """The server answers a request asking for top logprobs (params' open rows ask)."""
     tokens_per_number: float = 6.0
     sliding_window: int | None = None
     context_tokens: int | None = None
+    depth: int | None = None
+    """A sweep step's depth (requests its wave keeps in flight); None outside a sweep."""
     next_session: int = 0
     _codes: set[str] = field(default_factory=set)
 
@@ -108,7 +113,7 @@ class ShapeContext:
 
     def api_for(self, index: int) -> Api:
         """Both request paths when the server serves both: every other item takes the other."""
-        if not self.serves_chat or index % 2 == 0:
+        if not self.both_paths or index % 2 == 0:
             return self.default_api
         return "completions" if self.default_api == "chat" else "chat"
 

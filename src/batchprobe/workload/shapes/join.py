@@ -13,8 +13,9 @@ STEP = 4
 class Join:
     name = "join"
     sends = (
-        "counting prompts of one length: half start together, each of the rest is sent once every "
-        "running one has streamed 4, 8, 12, ... tokens (stream progress, so it joins on any speed)"
+        "counting prompts of one length: half start together, each of the rest (in a sweep step, "
+        "up to half the depth) is sent once every running one has streamed 4, 8, 12, ... tokens "
+        "(stream progress, so it joins on any speed)"
     )
     checks = "every request's count, token by token (the joiners' and the running ones')"
     needs_streaming = True
@@ -26,10 +27,11 @@ class Join:
 
     def build(self, ctx: ShapeContext) -> ShapePlan:
         rng = ctx.rng(self.name)
-        joiners = ctx.sessions // 2
+        starters = ctx.sessions - ctx.sessions // 2
+        joiners = joiner_count(ctx)
         # Long enough that the last joiner arrives well before the running ones end.
         max_tokens = max(min(ctx.max_tokens, 48), STEP * joiners + 16)
-        sessions = ctx.take_sessions(ctx.sessions)
+        sessions = ctx.take_sessions(starters + joiners)
         items = [
             counting_item(
                 run_id=ctx.run_id,
@@ -38,16 +40,20 @@ class Join:
                 max_tokens=max_tokens,
                 shape=self.name,
                 api=ctx.api_for(index),
-            )
+            ).model_copy(update={"role": "starter" if index < starters else "joiner"})
             for index, session in enumerate(sessions)
         ]
-        starters = items[: len(items) - joiners]
-        running = tuple(i.session for i in starters)
-        sends = [Send(i) for i in starters] + [
+        running = tuple(i.session for i in items[:starters])
+        sends = [Send(i) for i in items[:starters]] + [
             Send(item, after=AfterTokens(running, STEP * (n + 1)))
-            for n, item in enumerate(items[len(starters) :])
+            for n, item in enumerate(items[starters:])
         ]
         return ShapePlan(self.name, items, sends)
+
+
+def joiner_count(ctx: ShapeContext) -> int:
+    """Half its sessions, and in a sweep step half the depth: joins at every depth."""
+    return max(ctx.sessions // 2, (ctx.depth or 0) // 2, 1)
 
 
 SHAPE = Join()

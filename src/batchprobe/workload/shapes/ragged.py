@@ -11,6 +11,8 @@ OVERHEAD_TOKENS = 40
 MIN_FILLER_TOKENS = 16
 # Enough rows to fill a batch with lengths between the extremes; more only cost prefill.
 MAX_ROWS = 6
+# At every size: the extremes and lengths between them.
+MIN_ROWS = 4
 
 
 def lengths(ctx: ShapeContext, count: int) -> tuple[list[int], list[str]]:
@@ -44,7 +46,7 @@ def lengths(ctx: ShapeContext, count: int) -> tuple[list[int], list[str]]:
 class Ragged:
     name = "ragged"
     sends = (
-        "up to 6 recall prompts sent together whose lengths span 8x or more (fractions and multiples of "
+        "4 to 6 recall prompts sent together whose lengths span 8x or more (fractions and multiples of "
         "--haystack-tokens), the shortest under the model's sliding window where it has one"
     )
     checks = "own needle in every prompt, short and long (another session's = cross-talk)"
@@ -57,7 +59,7 @@ class Ragged:
 
     def build(self, ctx: ShapeContext) -> ShapePlan:
         rng = ctx.rng(self.name)
-        rows = min(ctx.sessions, MAX_ROWS)
+        rows = max(MIN_ROWS, min(ctx.sessions, MAX_ROWS))
         targets, notes = lengths(ctx, rows)
         sessions = ctx.take_sessions(rows)
         codes = ctx.new_codes(rng, len(sessions))
@@ -76,9 +78,13 @@ class Ragged:
                     chars_per_token=ctx.chars_per_token,
                     shape=self.name,
                     api=api,
-                )
+                ).model_copy(update={"role": _length_role(index, rows)})
             )
         return ShapePlan(self.name, items, [Send(i) for i in items], notes=notes)
+
+
+def _length_role(index: int, rows: int) -> str:
+    return "short" if index == 0 else "long" if index == rows - 1 else "middle"
 
 
 SHAPE = Ragged()
