@@ -40,8 +40,10 @@ def refused(s: SessionResult) -> bool:
 
 
 def tokens(s: SessionResult) -> int:
-    """Completion tokens: the server's usage when it says, else the streamed pieces."""
-    return s.completion_tokens if s.completion_tokens is not None else len(s.chunk_ends)
+    """How long the reply is: the pieces streamed, or the usage's count where it says more
+    (an engine may stream two tokens in one chunk). Usage that says less than what streamed
+    is not this reply's own (``usage_mismatch``), not a short reply."""
+    return max(len(s.chunk_ends), s.completion_tokens or 0)
 
 
 def _max_tokens(s: SessionResult) -> int | None:

@@ -64,7 +64,8 @@ async def streams(client: OpenAIClient, run_id: str, api: str, extra: dict[str, 
             request_id=f"{run_id}-probe-stream",
             api="chat" if api == "chat" else "completions",
             prompt=f"[probe {run_id}] Counting from 10: 10, 11, 12, 13,",
-            max_tokens=8,
+            # Long enough that a client busy for a moment still sees two arrivals.
+            max_tokens=16,
             extra_body=dict(extra),
         )
     )

@@ -137,6 +137,8 @@ async def _context(
 ) -> tuple[ShapeContext, list[str]]:
     notes: list[str] = []
     cpt = None
+    switched = await _served_style(cfg, run_id, client, extra)
+    notes += [switched] if switched else []
     if "recall" in cfg.workloads:
         cpt, note = await calibrate_chars_per_token(client, run_id, cfg.prompt_style)
         notes += [note] if note else []
@@ -168,7 +170,7 @@ async def _context(
         recall_max_tokens=cfg.recall_max_tokens,
         prompt_style=cfg.prompt_style,
         chars_per_token=cpt or DEFAULT_CHARS_PER_TOKEN,
-        both_paths=both_paths
+        both_paths=both_paths and not switched
         and await discover.serves_other_path(client, run_id, cfg.prompt_style, extra),
         bias_tokens=biases,
         top_logprobs=top_logprobs,
@@ -177,6 +179,24 @@ async def _context(
         context_tokens=discover.context_tokens(props),
     )
     return ctx, notes
+
+
+async def _served_style(
+    cfg: RunConfig, run_id: str, client: OpenAIClient, extra: dict[str, JsonValue]
+) -> str | None:
+    """A completion-style run against a server that refuses /v1/completions but answers
+    /v1/chat/completions goes over chat (``cfg.prompt_style`` becomes "chat"); the note."""
+    if cfg.prompt_style != "completion":
+        return None
+    if await discover.serves_other_path(client, run_id, "chat", extra):
+        return None  # /v1/completions answered
+    if not await discover.serves_other_path(client, run_id, "completion", extra):
+        return None  # neither answered: the baseline says what it gets
+    cfg.prompt_style = "chat"
+    return (
+        "the server refused a 1-token generation over /v1/completions and answered one over "
+        "/v1/chat/completions: every request goes over chat (--prompt-style chat)"
+    )
 
 
 async def build_plans(

@@ -35,20 +35,26 @@ async def replay_wrong(
     ctx: ArmContext,
     arms: Sequence[ArmResult],
     t: Thresholds,
+    waves: Sequence[Sequence[ShapePlan]],
     mixed: bool,
 ) -> None:
-    """Replay the waves of ``arm``'s wrong answers up to ``t.replays`` times (fewer when
-    every one of them has gone wrong again), then sample the serial rate if flips remain."""
+    """Replay the waves (each a list of plans sent as the arm sent them: ``mixed``, all at
+    once as a sweep step's; else one shape after another) that hold ``arm``'s wrong answers,
+    up to ``t.replays`` times (fewer once every one has gone wrong again), then sample the
+    serial rate if flips remain."""
     wanted = set(replay_candidates(arm, arms, t))
     if not wanted:
         return
-    plans = ctx.plans if mixed else [p for p in ctx.plans if wanted & set(p.sessions)]
+    holding = [list(w) for w in waves if any(wanted & set(p.sessions) for p in w)]
+    if not mixed:
+        holding = [[p for p in w if wanted & set(p.sessions)] for w in holding]
     refs = references(arms)
+    run = run_mixed_wave if mixed else run_waves
     for k in range(1, t.replays + 1):
         spec = arm.spec.model_copy(update={"name": f"{arm.spec.name}~replay{k}"})
         again = ArmResult(spec=spec, state="running")
-        run = run_mixed_wave if mixed else run_waves
-        await run(client, again, _quiet(ctx, plans))
+        for plans in holding:
+            await run(client, again, _quiet(ctx, plans))
         arm.replays += [s for s in again.sessions if s.session in wanted]
         failed = {
             s.session for s in arm.replays
@@ -56,7 +62,7 @@ async def replay_wrong(
         }
         if failed >= wanted:
             return
-    flipped = [p for p in plans if wanted & set(p.sessions)]
+    flipped = [p for w in holding for p in w if wanted & set(p.sessions)]
     await _serial_sample(client, arm, ctx, flipped)
 
 

@@ -170,7 +170,7 @@ class ProbeRun:
             arm.metrics = arm_metrics(arm.sessions, await run_waves(client, arm, ctx))
             if arm.spec.concurrency > 1:
                 t = self.config.thresholds
-                await replay_wrong(client, arm, ctx, self.report.arms, t, mixed=False)
+                await replay_wrong(client, arm, ctx, self.report.arms, t, [ctx.plans], mixed=False)
             arm.server_alive_after = await generates(client, arm.spec.name, ctx)
         if ep.is_alive is not None and not ep.is_alive():
             arm.server_alive_after = False

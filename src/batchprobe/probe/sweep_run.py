@@ -222,8 +222,9 @@ class Sweep:
             ref = await self._references(client, n, spec.mode, step_ctx)
             judged = [baseline, ref, arm]
             references_note = f"{ref.spec.name}: its items sent alone on the sweep's launch, after the wave"
-        mixed_ctx = dataclasses.replace(ctx, plans=plans[1])
-        await replay_wrong(client, arm, mixed_ctx, judged, self.config.thresholds, mixed=True)
+        waves = [[plans[0]]] if plans[0] is not None else []
+        await replay_wrong(client, arm, ctx, judged, self.config.thresholds, [*waves, plans[1]],
+                           mixed=True)
         arm.server_alive_after = await generates(client, arm.spec.name, step_ctx)
         if ep.is_alive is not None and not ep.is_alive():
             arm.server_alive_after = False

@@ -83,8 +83,9 @@ def _arm_checks(report: Report) -> list[Check]:
                           judged.get((group, shape, kind), 0))
                    for _, shape, kind in keys]
     run_level = [f for f in report.findings if f.arm == "run"]
-    for kind in dict.fromkeys(f.check for f in run_level):
-        checks.append(_check("run", None, kind, [f for f in run_level if f.check == kind], 0))
+    for shape, kind in dict.fromkeys((f.shape, f.check) for f in run_level):
+        found = [f for f in run_level if (f.shape, f.check) == (shape, kind)]
+        checks.append(_check("run", shape, kind, found, 0))
     return checks
 
 
