@@ -53,11 +53,15 @@ def test_a_fixed_version_must_expect_a_clean_run_under_both_plans() -> None:
     data = case.model_dump(mode="json")
     fixed = next(v for v in data["versions"] if v["label"] == "fixed")
     assert fixed["expect"]["clean"] and fixed["expect_default"]["clean"]
-    for plan, change in (("expect", {"clean": False}), ("expect_default", {"correct": False})):
+    for plan, change, error in (
+        ("expect", {"clean": False}, "fixed: expect must say clean: true"),
+        ("expect_default", {"clean": False}, "fixed: expect_default must say clean: true"),
+        ("expect_default", {"correct": False}, "contradicts correct: false"),
+    ):
         broken = json.loads(json.dumps(data))
         entry = next(v for v in broken["versions"] if v["label"] == "fixed")
         entry[plan].update(change)
-        with pytest.raises(ValidationError, match=f"fixed: {plan} must say clean: true"):
+        with pytest.raises(ValidationError, match=error):
             Case.model_validate(broken)
     missing = json.loads(json.dumps(data))
     del missing["versions"][0]["expect_default"]
