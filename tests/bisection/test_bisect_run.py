@@ -13,6 +13,8 @@ from batchprobe.bisect.run import judge
 from batchprobe.cli import main
 from batchprobe.errors import ConfigError
 from batchprobe.results.bisect import BisectReport, BisectStatus, Criterion, Judgement, VersionTry
+from batchprobe.results.findings import Judged
+from batchprobe.results.judged import judged_items
 from batchprobe.results.models import Environment, Report, RunConfig, Status, Verdict
 
 VERSIONS = "0.3.0,0.4.0,0.4.1,0.5.0,0.6.0"
@@ -135,29 +137,47 @@ def test_bad_input_is_a_usage_error_naming_the_option(
 _ENV = Environment(batchprobe_version="0", python="3", platform="linux")
 
 
+def _report(status: Status, correct: bool | None, judged: int) -> Report:
+    """A verdict whose judge counted ``judged`` answers (one cross-talk row)."""
+    rows = [Judged(arm="sweep@4", step=4, shape="burst", check="cross_talk", judged=judged)]
+    return Report(
+        status=status, started_at="2026-12-01T00:00:00Z", run_id="r",
+        config=RunConfig(base_url="http://127.0.0.1:1"), environment=_ENV,
+        verdict=Verdict(correct=correct, reasons=["why"]), judged=rows,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    ("correct", "criterion", "judged"),
+    ("status", "correct", "judged", "criterion", "expected"),
     [
-        (None, Criterion.CORRECT, Judgement.SKIPPED),  # a tiny random model: recall unknown
-        (None, Criterion.NO_FAILURE, Judgement.GOOD),
-        (False, Criterion.NO_FAILURE, Judgement.BAD),
-        (True, Criterion.NO_FAILURE, Judgement.GOOD),
-        (False, Criterion.CORRECT, Judgement.BAD),
+        (Status.OK, None, 5, Criterion.CORRECT, Judgement.SKIPPED),  # a tiny random model
+        (Status.OK, None, 5, Criterion.NO_FAILURE, Judgement.GOOD),
+        (Status.OK, None, 0, Criterion.NO_FAILURE, Judgement.SKIPPED),  # nothing was judged
+        (Status.OK, True, 0, Criterion.CORRECT, Judgement.SKIPPED),
+        (Status.OK, False, 5, Criterion.NO_FAILURE, Judgement.BAD),
+        (Status.OK, True, 5, Criterion.NO_FAILURE, Judgement.GOOD),
+        (Status.OK, False, 5, Criterion.CORRECT, Judgement.BAD),
+        # A run that answered wrong and then died is bad; one that stopped first is not judged.
+        (Status.ENGINE_DIED, False, 5, Criterion.CORRECT, Judgement.BAD),
+        (Status.ENGINE_DIED, False, 5, Criterion.NO_FAILURE, Judgement.BAD),
+        (Status.ENGINE_DIED, None, 5, Criterion.NO_FAILURE, Judgement.SKIPPED),
+        (Status.ERROR, None, 0, Criterion.NO_FAILURE, Judgement.SKIPPED),
     ],
 )
-def test_judge_by_criterion(correct: bool | None, criterion: Criterion, judged: Judgement) -> None:
-    report = Report(
-        status=Status.OK, started_at="2026-12-01T00:00:00Z", run_id="r",
-        config=RunConfig(base_url="http://127.0.0.1:1"), environment=_ENV,
-        verdict=Verdict(correct=correct, reasons=["why"]),
-    )  # fmt: skip
-    assert judge(report, criterion)[0] is judged
+def test_judge_by_criterion(
+    status: Status, correct: bool | None, judged: int, criterion: Criterion, expected: Judgement
+) -> None:
+    assert judge(_report(status, correct, judged), criterion)[0] is expected
 
 
-def test_judge_skips_a_run_that_stopped() -> None:
-    report = Report(
-        status=Status.ERROR, started_at="2026-12-01T00:00:00Z", run_id="r",
-        config=RunConfig(base_url="http://127.0.0.1:1"), environment=_ENV,
-        verdict=Verdict(correct=False),
-    )  # fmt: skip
-    assert judge(report, Criterion.NO_FAILURE)[0] is Judgement.SKIPPED
+def test_judged_counts_answer_checks_not_the_run_s_own() -> None:
+    report = _report(Status.OK, None, 3)
+    rows = [
+        *report.judged,
+        Judged(arm="sweep@4", step=4, shape="burst", check="count", judged=4),
+        Judged(arm="sweep@4", step=4, shape="burst", check="errors", judged=9),
+        Judged(arm="sweep@8", step=8, shape="params", check="stop", judged=2),
+    ]
+    assert judged_items(report.model_copy(update={"judged": rows})) == 4 + 2
+    only_errors = [Judged(arm="serial", shape="burst", check="errors", judged=9)]
+    assert judged_items(report.model_copy(update={"judged": only_errors})) == 0

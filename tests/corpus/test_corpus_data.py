@@ -3,14 +3,16 @@ and its run options pass plan_run; other packages add cases and known issues by 
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from pydantic import ValidationError
 
 from batchprobe.cli import main
-from batchprobe.corpus import Case, Corpus, default_corpus
+from batchprobe.corpus import Case, Corpus, default_corpus, run_case
 from batchprobe.engines import diagnose, get_engine, plugin_known_issues
 from batchprobe.errors import ConfigError
 from batchprobe.probe import plan_run
@@ -46,6 +48,52 @@ def test_a_case_names_its_engine_s_known_issue_and_valid_run_options(
         assert plan.config.engine_args == entry.engine_args
 
 
+def test_a_fixed_version_must_expect_a_clean_run_under_both_plans() -> None:
+    case = CASES.get("mlx-lm-rotating-cache-merge")
+    data = case.model_dump(mode="json")
+    fixed = next(v for v in data["versions"] if v["label"] == "fixed")
+    assert fixed["expect"]["clean"] and fixed["expect_default"]["clean"]
+    for plan, change, error in (
+        ("expect", {"clean": False}, "fixed: expect must say clean: true"),
+        ("expect_default", {"clean": False}, "fixed: expect_default must say clean: true"),
+        ("expect_default", {"correct": False}, "contradicts correct: false"),
+    ):
+        broken = json.loads(json.dumps(data))
+        entry = next(v for v in broken["versions"] if v["label"] == "fixed")
+        entry[plan].update(change)
+        with pytest.raises(ValidationError, match=error):
+            Case.model_validate(broken)
+    at = next(i for i, v in enumerate(data["versions"]) if v["label"] == "fixed")
+    missing = json.loads(json.dumps(data))
+    del missing["versions"][at]["expect_default"]
+    with pytest.raises(ValidationError, match="give expect_default or default_plan_not_checked"):
+        Case.model_validate(missing)
+    both = json.loads(json.dumps(data))
+    both["versions"][at]["default_plan_not_checked"] = "too slow"
+    with pytest.raises(ValidationError, match="give expect_default or default_plan_not_checked"):
+        Case.model_validate(both)
+
+
+def test_a_version_not_checked_under_the_default_plan_says_why_and_runs_nothing(
+    tmp_path: Path,
+) -> None:
+    case, entry = next(
+        (c, v) for c in CASES for v in c.versions if v.default_plan_not_checked is not None
+    )
+    result = CliRunner().invoke(
+        main, ["corpus", "run", case.case_id, "--version", entry.label, "--default-plan",
+               "--output-dir", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "not checked" in result.output and entry.default_plan_not_checked in " ".join(
+        result.output.split()
+    )
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ConfigError) as caught:
+        run_case(case, entry.label, tmp_path, default_plan=True)
+    assert caught.value.field == "default_plan" and "not checked" in str(caught.value)
+
+
 def test_duplicate_and_unknown_cases_are_config_errors() -> None:
     case = next(iter(CASES))
     with pytest.raises(ConfigError, match="already in the corpus"):
@@ -68,7 +116,8 @@ ISSUE = KnownIssue(issue_id="plugin-busy", title="t", patterns=(r"plugin-busy-si
 def cases():
     return [Case(case_id="plugin-case", title="t", issue_id="plugin-busy", references=[],
                  engine="llama.cpp", model="gemma3-270m",
-                 versions=[{"version": "0.3.36", "label": "broken", "expect": {}}])]
+                 versions=[{"version": "0.3.36", "label": "broken", "expect": {},
+                            "expect_default": {}}])]
 '''
 
 

@@ -1,5 +1,6 @@
-"""Every corpus case, on every version it names, on the real engine: judged as the case says
-(the broken version caught by name, the fixed, patched or worked-around one clean)."""
+"""Every corpus case, on every version it names, on the real engine, under its own run options
+and under the default plan: judged as the case says (the broken version caught by name, the
+fixed, patched or worked-around one clean)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,23 @@ from proctools import procs_with
 
 pytestmark = pytest.mark.engine
 
-VERSIONS = [(case.case_id, entry.label) for case in builtin_cases() for entry in case.versions]
+# The merge-crash case's own runs are the bisect test's (tests/e2e/test_bisect_mlx_lm.py), which
+# checks their verdicts against the case: run once, not twice.
+CHECKED_BY_BISECT = frozenset({"mlx-lm-rotating-cache-merge"})
+VERSIONS = [
+    pytest.param(case.case_id, entry.label, False, id=f"{case.case_id}-{entry.label}")
+    for case in builtin_cases()
+    if case.case_id not in CHECKED_BY_BISECT
+    for entry in case.versions
+]
+# Under the default plan (no run options): every version that states what it expects there
+# (the others say why not, in default_plan_not_checked).
+DEFAULT_PLAN = [
+    pytest.param(case.case_id, entry.label, True, id=f"{case.case_id}-{entry.label}-default-plan")
+    for case in builtin_cases()
+    for entry in case.versions
+    if entry.expect_default is not None
+]
 
 
 def _keep(verdict_file: Path) -> None:
@@ -24,10 +41,14 @@ def _keep(verdict_file: Path) -> None:
     shutil.copyfile(verdict_file, root / f"corpus-{verdict_file.name}")
 
 
-@pytest.mark.parametrize(("case_id", "label"), VERSIONS)
-def test_case_version_is_judged_as_the_case_says(case_id: str, label: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("case_id", "label", "default_plan"), VERSIONS + DEFAULT_PLAN)
+def test_case_version_is_judged_as_the_case_says(
+    case_id: str, label: str, default_plan: bool, tmp_path: Path
+) -> None:
+    """Under the case's run options and under the default plan (none), each as its
+    expectation says."""
     case = default_corpus().get(case_id)
-    result = run_case(case, label, tmp_path)
+    result = run_case(case, label, tmp_path, default_plan=default_plan)
     _keep(Path(result.verdict_file))
     assert result.as_expected, result.mismatches
     assert not procs_with(str(tmp_path))

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from batchprobe.client.types import ErrorKind
 from batchprobe.corpus import Expectation, check
+from batchprobe.fake import FakeServerThread
+from batchprobe.probe import plan_run, run_plan
 from batchprobe.results.models import Outcome, Status
 
 from .fakeprobe import probe
@@ -42,3 +44,19 @@ def test_a_healthy_server_is_clean(tmp_path: Path) -> None:
     # A case whose bug kills the engine expects the run to end engine_died.
     died = check(report, Expectation(status=Status.ENGINE_DIED))
     assert died == ["the run ended ok, expected engine_died"]
+
+
+def test_a_clean_expectation_needs_an_answer_judged_and_correct_not_false(
+    tmp_path: Path,
+) -> None:
+    clean = Expectation(clean=True)
+    # The default plan against a server that answers everything with 500: nothing judged.
+    with FakeServerThread(fast(fault="http_500")) as server:
+        plan = plan_run(base_url=server.base_url, output=tmp_path / "all500.json")
+        all_500 = run_plan(plan)
+    assert all_500.verdict.correct is None
+    assert check(all_500, clean) == ["no answer was judged, expected a clean run that judged some"]
+    cross_talk = probe(tmp_path, fast(fault="cross_talk", fault_when="concurrent"), shapes=["burst"])
+    assert check(cross_talk, clean) == ["correct is False, expected not false (clean)"]
+    healthy = probe(tmp_path, fast(batching="continuous"), shapes=["burst"])
+    assert check(healthy, clean) == []

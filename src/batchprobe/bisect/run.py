@@ -31,6 +31,7 @@ from batchprobe.results.bisect import (
     Judgement,
     VersionTry,
 )
+from batchprobe.results.judged import judged_items
 from batchprobe.results.models import Outcome, Report, Status
 
 # Run options a bisect sets itself, per version.
@@ -147,24 +148,61 @@ def plan_bisect(
     return BisectPlan(_resume(output, fresh), output, verdict_dir, cache_dir)
 
 
+def _criterion_value(report: Report, criterion: Criterion) -> bool | None:
+    """What the verdict says about ``criterion``: True holds, False failed, None not judged."""
+    verdict = report.verdict
+    if criterion is Criterion.CORRECT:
+        return verdict.correct
+    if criterion is Criterion.PARALLEL:
+        return verdict.parallel
+    if criterion is Criterion.OUTCOME:
+        return None if verdict.outcome is Outcome.INCONCLUSIVE else verdict.outcome is Outcome.PASS
+    return verdict.correct is not False  # no-failure: nothing judged went wrong
+
+
 def judge(report: Report, criterion: Criterion) -> tuple[Judgement, str]:
-    """A finished verdict as good, bad or skipped (with why)."""
+    """A verdict as good, bad or skipped (with why). The one rule of a bisect:
+
+    - bad: the criterion failed on what was judged, however the run ended: an engine that
+      answered wrong and then died (status engine_died, ``correct`` false) is bad;
+    - good: the run finished, the criterion holds, and at least one answer was judged;
+    - skipped: everything else, the versions that never got judged: the run stopped before
+      anything failed, the criterion could not be judged, or no answer was judged at all
+      (a server that answers every request with HTTP 500 fails nothing and passes nothing).
+    """
+    value = _criterion_value(report, criterion)
+    why = "; ".join(report.verdict.reasons[:2]) or report.verdict.outcome.value
+    if value is False:
+        ended = "" if report.status is Status.OK else f" (the run ended {report.status.value})"
+        return Judgement.BAD, f"{criterion.value}=False{ended}: {why}"
     if report.status is not Status.OK:
         detail = report.error.message if report.error else ""
         return Judgement.SKIPPED, f"the run stopped: {report.status.value} {detail}".strip()
-    verdict = report.verdict
-    value = {
-        Criterion.CORRECT: verdict.correct,
-        Criterion.PARALLEL: verdict.parallel,
-        Criterion.OUTCOME: None
-        if verdict.outcome is Outcome.INCONCLUSIVE
-        else verdict.outcome is Outcome.PASS,
-        Criterion.NO_FAILURE: verdict.correct is not False,
-    }[criterion]
-    why = "; ".join(verdict.reasons[:2]) or verdict.outcome.value
     if value is None:
         return Judgement.SKIPPED, f"{criterion.value} could not be judged: {why}"
-    return (Judgement.GOOD if value else Judgement.BAD), f"{criterion.value}={value}: {why}"
+    if judged_items(report) == 0:
+        return Judgement.SKIPPED, f"no answer was judged: {why}"
+    return Judgement.GOOD, f"{criterion.value}=True: {why}"
+
+
+def version_try(
+    version: str, report: Report, criterion: Criterion, verdict_file: Path, seconds: float
+) -> VersionTry:
+    """A probed version's entry in the bisect file, judged by ``criterion``."""
+    judgement, reason = judge(report, criterion)
+    return VersionTry(
+        version=version,
+        judgement=judgement,
+        reason=reason,
+        verdict_file=str(verdict_file),
+        status=report.status.value,
+        outcome=report.verdict.outcome,
+        correct=report.verdict.correct,
+        parallel=report.verdict.parallel,
+        judged=judged_items(report),
+        diagnoses=[d.issue_id for d in report.diagnoses],
+        seconds=round(seconds, 1),
+    )
 
 
 ProbeVersion = Callable[[BisectPlan, str], "VersionTry | None"]
@@ -199,19 +237,8 @@ def probe_version(
     report = run_plan(run, listener)
     if report.status is Status.INTERRUPTED:
         return None
-    judgement, reason = judge(report, bisect.criterion)
-    return VersionTry(
-        version=version,
-        judgement=judgement,
-        reason=reason,
-        verdict_file=str(verdict_file),
-        status=report.status.value,
-        outcome=report.verdict.outcome,
-        correct=report.verdict.correct,
-        parallel=report.verdict.parallel,
-        diagnoses=[d.issue_id for d in report.diagnoses],
-        seconds=round(time.monotonic() - started, 1),
-    )
+    seconds = time.monotonic() - started
+    return version_try(version, report, bisect.criterion, verdict_file, seconds)
 
 
 def _ends(report: BisectReport) -> tuple[Judgement, Judgement]:

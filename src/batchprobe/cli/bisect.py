@@ -26,8 +26,8 @@ _OPTIONS = [
     click.option("--criterion", type=click.Choice([c.value for c in Criterion]),
                  default=Criterion.CORRECT.value, show_default=True,
                  help="What makes a version good: its verdict is correct, parallel, PASS, or "
-                      "shows no failure (no-failure: correct not false, for a model whose "
-                      "recall cannot be judged)."),
+                      "shows no failure (no-failure: correct not false and some answer "
+                      "judged, for a model whose recall cannot be judged)."),
     click.option("--check-ends", is_flag=True,
                  help="Probe --good and --bad first and stop if either is not as stated."),
     click.option("--versions", help="Comma-separated versions to search instead of the package "

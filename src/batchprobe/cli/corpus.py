@@ -37,9 +37,16 @@ def list_cmd() -> None:
               help="A label (broken, fixed, ...) or version of the case [default: all of them].")
 @click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
               show_default=True, help="Where each version's verdict file goes.")
+@click.option("--default-plan", is_flag=True,
+              help="Probe with no run options (the default plan) and check each version's "
+                   "expect_default instead of the case's run and expect.")
 @CACHE_OPTION
 def run_cmd(
-    case_id: str, versions: tuple[str, ...], output_dir: Path, cache_dir: Path | None
+    case_id: str,
+    versions: tuple[str, ...],
+    output_dir: Path,
+    default_plan: bool,
+    cache_dir: Path | None,
 ) -> None:
     """Reproduce CASE_ID on each of its versions and check every verdict against the case.
 
@@ -51,10 +58,17 @@ def run_cmd(
     out = stdout_console()
     failed = False
     for entry in chosen:
+        plan = ", default plan" if default_plan else ""
+        head = f"{case.case_id} {entry.label} ({case.engine} {entry.version}{plan})"
+        if default_plan and entry.expect_default is None:
+            out.print(f"{escape(head)}: not checked: {escape(entry.default_plan_not_checked or '')}")
+            continue
         listener = RichListener(err)
         with listener.progress:
-            result = run_case(case, entry.label, output_dir, cache_dir=cache_dir, listener=listener)
-        head = f"{case.case_id} {entry.label} ({case.engine} {entry.version})"
+            result = run_case(
+                case, entry.label, output_dir, default_plan=default_plan, cache_dir=cache_dir,
+                listener=listener,
+            )  # fmt: skip
         if result.as_expected:
             out.print(f"{escape(head)}: as expected; verdict {escape(result.verdict_file)}")
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
 from batchprobe.client.types import ErrorKind
 from batchprobe.errors import ConfigError
@@ -34,6 +34,17 @@ class Expectation(_Model):
         default_factory=list, description="Error kinds that must appear in some arm."
     )
     no_errors: bool = Field(default=False, description="No request of any arm may fail.")
+    clean: bool = Field(
+        default=False,
+        description="Some answer was judged (judged items > 0) and correct is not false: "
+        "what a fixed version must show.",
+    )
+
+    @model_validator(mode="after")
+    def _clean_is_not_incorrect(self) -> Expectation:
+        if self.clean and self.correct is False:
+            raise ValueError("clean: true (correct is not false) contradicts correct: false")
+        return self
 
 
 class VersionCase(_Model):
@@ -43,7 +54,38 @@ class VersionCase(_Model):
     label: str = Field(description="broken, fixed, patched, workaround, ...")
     engine_args: list[str] = Field(default_factory=list)
     patches: list[str] = Field(default_factory=list)
-    expect: Expectation
+    expect: Expectation = Field(description="The verdict under the case's run options.")
+    expect_default: Expectation | None = Field(
+        default=None,
+        description="The verdict under the default plan: the same engine, version, model, "
+        "patches and engine arguments, and no run options.",
+    )
+    default_plan_not_checked: str | None = Field(
+        default=None,
+        description="Instead of expect_default: why this version is not run under the default "
+        "plan (its measured cost, and what covers it instead).",
+    )
+
+    @model_validator(mode="after")
+    def _states_the_default_plan(self) -> VersionCase:
+        if (self.expect_default is None) == (self.default_plan_not_checked is None):
+            raise ValueError(
+                f"{self.version} {self.label}: give expect_default or default_plan_not_checked"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _fixed_is_clean(self) -> VersionCase:
+        if self.label != "fixed":
+            return self
+        for name in ("expect", "expect_default"):
+            wanted: Expectation | None = getattr(self, name)
+            if wanted is not None and not wanted.clean:
+                raise ValueError(
+                    f"{self.version} fixed: {name} must say clean: true "
+                    "(a fixed version judges some answer and fails none)"
+                )
+        return self
 
 
 class Case(_Model):

@@ -11,6 +11,7 @@ from batchprobe.errors import ConfigError
 from batchprobe.models.tiny import TINY_FAMILIES, build_tiny
 from batchprobe.paths import cache_dir as default_cache_dir
 from batchprobe.probe import ProbeListener, plan_run, run_plan
+from batchprobe.results.judged import judged_items
 from batchprobe.results.models import Report
 
 TINY = tuple(f"tiny:{family}" for family in TINY_FAMILIES)
@@ -56,6 +57,11 @@ def check(report: Report, expect: Expectation) -> list[str]:
     ]
     if expect.no_errors and kinds:
         found.append(f"requests failed: {sorted(k.value for k in kinds)}")
+    if expect.clean:
+        if judged_items(report) == 0:
+            found.append("no answer was judged, expected a clean run that judged some")
+        if verdict.correct is False and expect.correct is None:
+            found.append("correct is False, expected not false (clean)")
     return found
 
 
@@ -64,17 +70,27 @@ def run_case(
     version: str,
     output_dir: Path,
     *,
+    default_plan: bool = False,
     cache_dir: Path | None = None,
     listener: ProbeListener | None = None,
 ) -> CaseResult:
     """Install the case's engine at ``version`` (a label such as broken, or the version),
-    probe it as the case says, and compare the verdict with the expectation."""
+    probe it as the case says (``default_plan``: with no run options, as ``batchprobe run``
+    does by default), and compare the verdict with that plan's expectation."""
     entry = case.version(version)
     if not output_dir.is_dir():
         raise ConfigError("output_dir", f"{output_dir} is not a folder")
+    suffix, expect, options = (
+        ("-default", entry.expect_default, {}) if default_plan else ("", entry.expect, case.run)
+    )
+    if expect is None:
+        raise ConfigError(
+            "default_plan", f"{case.case_id} {entry.label} is not checked under the default "
+            f"plan: {entry.default_plan_not_checked}",
+        )  # fmt: skip
     ref = f"{case.engine}=={entry.version}"
     install(ref, cache_dir=cache_dir)
-    verdict_file = output_dir / f"{case.case_id}-{entry.label}.json"
+    verdict_file = output_dir / f"{case.case_id}-{entry.label}{suffix}.json"
     plan = plan_run(
         engine=ref,
         model=case_model(case.model, cache_dir),
@@ -82,7 +98,7 @@ def run_case(
         engine_args=entry.engine_args,
         output=verdict_file,
         cache_dir=cache_dir,
-        **case.run,  # type: ignore[arg-type]
+        **options,  # type: ignore[arg-type]
     )
     report = run_plan(plan, listener)
     return CaseResult(
@@ -90,5 +106,5 @@ def run_case(
         version=entry.version,
         label=entry.label,
         verdict_file=str(verdict_file),
-        mismatches=check(report, entry.expect),
+        mismatches=check(report, expect),
     )

@@ -26,15 +26,18 @@ class Criterion(str, Enum):
     CORRECT = "correct"  # verdict.correct is true (the default: a batching bug is about answers)
     PARALLEL = "parallel"  # verdict.parallel is true
     OUTCOME = "outcome"  # the whole verdict is PASS
-    # No check the verdict judged failed (correct is not false): for a tiny random model,
-    # whose recall cannot be judged, an error, crash or cross-talk still makes a version bad.
+    # No check the verdict judged failed (correct is not false) and some answer was judged:
+    # for a tiny random model, whose recall cannot be judged, an error, crash or cross-talk
+    # still makes a version bad, and a server that answers nothing is skipped, not good.
     NO_FAILURE = "no-failure"
 
 
 class Judgement(str, Enum):
-    GOOD = "good"
-    BAD = "bad"
-    SKIPPED = "skipped"  # could not install, start or be judged: neither good nor bad
+    """How a version was judged (the rule: ``batchprobe.bisect.run.judge``)."""
+
+    GOOD = "good"  # the run finished, the criterion held, and some answer was judged
+    BAD = "bad"  # the criterion failed on what was judged, even if the engine then died
+    SKIPPED = "skipped"  # never judged: could not install or start, or nothing was judged
 
 
 class BisectStatus(str, Enum):
@@ -56,6 +59,9 @@ class VersionTry(_Model):
     outcome: Outcome | None = None
     correct: bool | None = None
     parallel: bool | None = None
+    judged: int | None = Field(
+        default=None, description="Answers the run judged (0: nothing was, so it is skipped)."
+    )
     diagnoses: list[str] = Field(default_factory=list, description="Known-issue ids diagnosed.")
     seconds: float = Field(description="Install and probe wall time.")
 
