@@ -24,12 +24,18 @@ Fault = Literal[
     "truncated_stream",
     "buffered",
     "param_leak",
+    # Conversation bugs of a prefix cache (they need prefix_cache: a cold request is spared).
+    "conversation_leak",
+    "stale_turn",
 ]
 FaultWhen = Literal["always", "concurrent", "above", "join", "ragged", "early", "repeat", "params"]
 # The faults the early trigger can apply mid-reply, from the departure on (the others need
 # the whole reply still ahead: a status code, a first chunk, another row's parameters).
 LateFault = Literal["corrupt", "finish_error", "truncated_stream"]
 LATE_FAULTS: tuple[str, ...] = LateFault.__args__  # type: ignore[attr-defined]
+
+# The faults that answer a conversation turn from the wrong cached prompt (fake._turns).
+TURN_FAULTS: tuple[str, ...] = ("conversation_leak", "stale_turn")
 
 BATCHING_MODES: tuple[str, ...] = Batching.__args__  # type: ignore[attr-defined]
 FAULT_MODES: tuple[str, ...] = Fault.__args__  # type: ignore[attr-defined]
@@ -111,6 +117,13 @@ class FakeServerConfig(BaseModel):
         if value == "early" and fault is not None and fault not in ("none", *LATE_FAULTS):
             allowed = ", ".join(LATE_FAULTS)
             raise ValueError(f"'early' faults a reply mid-way: fault must be one of {allowed}")
+        return value
+
+    @field_validator("fault")
+    @classmethod
+    def _turn_faults_need_the_cache(cls, value: Fault, info: ValidationInfo) -> Fault:
+        if value in TURN_FAULTS and not info.data.get("prefix_cache"):
+            raise ValueError(f"{value!r} answers from the prefix cache: needs prefix_cache true")
         return value
 
     @field_validator("exit_after")

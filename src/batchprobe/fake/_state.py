@@ -23,6 +23,7 @@ from batchprobe.fake import _triggers
 from batchprobe.fake._config import FakeServerConfig
 from batchprobe.fake._requests import GenRequest, Sampling
 from batchprobe.fake._tokens import Vocabulary
+from batchprobe.fake._turns import TurnMemory
 
 StopReason = Literal["requested", "exit_after"]
 # Requests a busy period remembers at most (repeat and cross_talk look back over it).
@@ -86,6 +87,7 @@ class ServerState:
         self._samplings: Counter[Sampling] = Counter()
         self._cache: set[bytes] = set()
         self.vocab = Vocabulary()
+        self.turns = TurnMemory()  # the conversation bug modes' cache (fake._turns)
         self.answered = 0
         self.stop_event = asyncio.Event()
         self.stop_reason: StopReason | None = None

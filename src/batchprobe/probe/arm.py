@@ -73,6 +73,7 @@ def to_session(
         prompt_head=item.prompt[:_EXCERPT],
         expected_code=item.expected_code,
         answer_excerpt=rec.text[:_EXCERPT],
+        prompt_digest=item.digest(),
         text=rec.text,
         chunk_ends=rec.chunk_ends,
         logprobs=rec.logprobs,

@@ -147,7 +147,7 @@ async def _context(
         if _any(wanted, "early", "params")
         else discover.FALLBACK_TOKENS_PER_NUMBER
     )
-    both_paths = _any(wanted, "join", "ragged", "early", "repeat", "params")
+    both_paths = _any(wanted, "join", "ragged", "early", "repeat", "params", "conversation")
     ctx = ShapeContext(
         run_id=run_id,
         seed=cfg.seed,

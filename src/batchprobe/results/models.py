@@ -102,6 +102,11 @@ class SessionResult(_Model):
         default=None, description="The item's own checker on this answer (None: not determined)."
     )
     answer_excerpt: str = ""
+    prompt_digest: str | None = Field(
+        default=None,
+        description="Digest of the exact prompt (and chat messages) sent: a conversation's later "
+        "turn is built from its arm's own answers, so arms compare greedy text only where equal.",
+    )
     text: str = Field(default="", description="The whole generated text (for greedy comparison).")
     chunk_ends: list[int] = Field(
         default_factory=list,

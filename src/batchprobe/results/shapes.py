@@ -52,6 +52,10 @@ class Situation(_Model):
     sampled: bool = Field(default=False, description="temperature > 0: no greedy reference.")
     bias_text: str | None = Field(default=None, description="What its logit bias forces.")
     prefix_cache: bool = Field(description="Sent with the server's prefix cache as users run it.")
+    conversation: int | None = Field(
+        default=None, description="conversation: the session of its conversation's first turn."
+    )
+    turn: int | None = Field(default=None, description="conversation: its turn, 1 for the first.")
 
 
 class WaveResult(_Model):

@@ -51,7 +51,8 @@ def _mismatch(text: str, ideal: str) -> int | None:
 def check_count(count: CountSpec, text: str, pieces: list[str]) -> SelfCheck:
     lead = 0 if count.leading_space else len(text) - len(text.lstrip())
     body = text[lead:]
-    ideal = count.ideal(len(body) // 2 + 2)
+    # A continuation's prompt holds the count's first ``skip`` characters already.
+    ideal = count.ideal((count.skip + len(body)) // 2 + 2)[count.skip :]
     if not count.leading_space:
         ideal = ideal.lstrip()
     pos = _mismatch(body, ideal)
