@@ -73,7 +73,6 @@ class CompletionRequest(BaseModel):
         default_factory=dict, description="Engine-specific fields, e.g. {'cache_prompt': False}."
     )
 
-
     @model_validator(mode="after")
     def _messages_are_chat(self) -> CompletionRequest:
         if self.messages and self.api != "chat":

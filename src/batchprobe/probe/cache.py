@@ -19,7 +19,8 @@ def wants_cache(config: RunConfig) -> bool:
 
 
 def launch_spec(spec: ArmSpec, config: RunConfig) -> ArmSpec:
-    """A concurrent arm that runs repeat or conversation is launched with the engine's default prefix cache.
+    """A concurrent arm that runs repeat or conversation is launched with the engine's default
+    prefix cache.
 
     Only engines with no per-request switch (vllm-mlx) read this; its other waves' prompts
     share no prefix with anything sent before, and their cached tokens are recorded.

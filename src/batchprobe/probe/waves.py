@@ -195,7 +195,8 @@ async def _phases(
 ) -> None:
     """One plan's sends, phase after phase; ``wave`` None: a fresh one per phase."""
     serial = arm.spec.concurrency == 1
-    # Serial arms are the cold references; only a concurrent repeat wave runs with the cache.
+    # Serial arms are the cold references; only a concurrent repeat or conversation wave runs
+    # with the cache.
     cached = plan.prefix_cache and not serial
     sends = [Send(i) for i in plan.items] if serial else plan.sends
     turns = _Turns()

@@ -67,7 +67,8 @@ class CountSpec(BaseModel):
 
     def continued(self, answer: str) -> CountSpec | None:
         """The count of a prompt that is this one's plus ``answer``; None when ``answer``
-        broke the count (what follows is then not determined) or may have dropped a space."""
+        broke the count (what follows is then not determined). Only a completions count
+        (``leading_space``), whose text goes on exactly, is continued."""
         if not self.leading_space:
             return None
         done = self.skip + len(answer)
