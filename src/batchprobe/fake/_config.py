@@ -123,7 +123,9 @@ class FakeServerConfig(BaseModel):
     @classmethod
     def _turn_faults_need_the_cache(cls, value: Fault, info: ValidationInfo) -> Fault:
         if value in TURN_FAULTS and not info.data.get("prefix_cache"):
-            raise ValueError(f"{value!r} answers from the prefix cache: needs prefix_cache true")
+            raise ValueError(
+                f"{value!r} answers from the prefix cache: needs prefix_cache true (--prefix-cache)"
+            )
         return value
 
     @field_validator("exit_after")
