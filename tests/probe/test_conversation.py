@@ -7,6 +7,9 @@ import itertools
 import pytest
 
 from batchprobe.client.types import ChatMessage, CompletionRequest
+from batchprobe.probe.metrics import arm_metrics, floor_recall
+from batchprobe.results.models import SessionResult
+from batchprobe.results.shapes import Situation
 from batchprobe.workload.checks import check_count
 from batchprobe.workload.conversation import continue_turn
 from batchprobe.workload.items import CountSpec, WorkItem
@@ -157,3 +160,24 @@ def test_earlier_messages_go_only_with_chat() -> None:
             request_id="x", prompt="p", max_tokens=1,
             messages=[ChatMessage(role="user", content="u")],
         )  # fmt: skip
+
+
+def _recall_session(session: int, api: str, hit: bool) -> SessionResult:
+    situation = Situation(
+        shape="conversation", api=api, arrival_s=0.0, in_flight_at_arrival=0,  # type: ignore[arg-type]
+        decoding_at_arrival=0, max_tokens=16, params="greedy", prefix_cache=False,
+    )  # fmt: skip
+    return SessionResult(
+        arm="serial", workload="recall", session=session, request_id=str(session),
+        hit=hit, start_s=0.0, end_s=1.0, situation=situation,
+    )  # fmt: skip
+
+
+def test_the_recall_floor_reads_the_best_request_path() -> None:
+    # A base model: every completions needle found, every chat one missed (not judged).
+    sessions = [_recall_session(n, "completions", True) for n in range(4)]
+    sessions += [_recall_session(n, "chat", False) for n in range(4, 8)]
+    assert arm_metrics(sessions, 1.0).recall == 0.5
+    assert floor_recall(sessions) == 1.0
+    assert floor_recall(sessions[4:]) == 0.0
+    assert floor_recall([]) is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from batchprobe.client.types import ErrorKind
 from batchprobe.probe.judge import shape_failures, unjudged
+from batchprobe.probe.metrics import floor_recall
 from batchprobe.results.models import (
     ArmComparison,
     ArmMetrics,
@@ -123,7 +124,7 @@ def decide(
             "check --base-url and the server's API"
         )
         return Verdict(reasons=[why])
-    base_recall = baseline.metrics.recall if baseline.metrics else None
+    base_recall = floor_recall(baseline.sessions) if baseline.metrics else None
     recall_ok = base_recall is None or base_recall >= t.recall_floor
     reasons: list[str] = []
     failures = _correctness(done, comparisons, t, recall_ok)
