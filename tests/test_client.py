@@ -11,7 +11,7 @@ from multidict import CIMultiDict
 
 import batchprobe.client as client_pkg
 from aioserver import serve
-from batchprobe.client import OpenAIClient, RequestRecord, Timeouts, run
+from batchprobe.client import ChatMessage, OpenAIClient, RequestRecord, Timeouts, run
 from batchprobe.errors import ConfigError
 from client_replies import (
     DONE,
@@ -190,3 +190,15 @@ def test_exported_members() -> None:
     public = {name for name in dir(client_pkg) if not name.startswith("_")}
     modules = {"annotations", "limits", "timeouts", "types"}
     assert set(client_pkg.__all__) == public - modules
+
+
+def test_chat_request_sends_the_conversation_before_its_prompt() -> None:
+    capture = Capture(chat=True)
+    earlier = [ChatMessage(role="user", content="Plant 7."), ChatMessage(role="assistant", content="7")]
+    req = completion(api="chat", prompt="What was planted?", messages=earlier)
+    assert exchange(capture, req).ok
+    assert capture.body["messages"] == [
+        {"role": "user", "content": "Plant 7."},
+        {"role": "assistant", "content": "7"},
+        {"role": "user", "content": "What was planted?"},
+    ]

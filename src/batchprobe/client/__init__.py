@@ -12,6 +12,7 @@ from batchprobe.client.limits import Limits
 from batchprobe.client.timeouts import Timeouts
 from batchprobe.client.types import (
     Api,
+    ChatMessage,
     CompletionRequest,
     ErrorKind,
     RequestError,
@@ -22,6 +23,7 @@ from batchprobe.client.types import (
 
 __all__ = [
     "Api",
+    "ChatMessage",
     "CompletionRequest",
     "ErrorKind",
     "Limits",

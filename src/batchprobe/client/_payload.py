@@ -15,7 +15,8 @@ def request_body(req: CompletionRequest, model: str | None) -> dict[str, Any]:
     if model is not None:
         body["model"] = model
     if req.api == "chat":
-        body["messages"] = [{"role": "user", "content": req.prompt}]
+        earlier = [{"role": m.role, "content": m.content} for m in req.messages]
+        body["messages"] = [*earlier, {"role": "user", "content": req.prompt}]
     else:
         body["prompt"] = req.prompt
     body["max_tokens"] = req.max_tokens

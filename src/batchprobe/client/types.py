@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 Api = Literal["completions", "chat"]
 
@@ -41,14 +41,27 @@ class RequestError(BaseModel):
     body_excerpt: str | None = Field(default=None, description="First 500 characters of the body.")
 
 
+class ChatMessage(BaseModel):
+    """One earlier message of a chat conversation."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
 class CompletionRequest(BaseModel):
-    """One request. For ``api="chat"`` the prompt becomes a single user message."""
+    """One request. For ``api="chat"`` the prompt becomes the last user message, after
+    ``messages`` (the conversation so far; none for a one-shot prompt)."""
 
     model_config = ConfigDict(extra="forbid")
 
     request_id: str
     api: Api = "completions"
     prompt: str
+    messages: list[ChatMessage] = Field(
+        default_factory=list, description="chat: the messages before ``prompt``."
+    )
     max_tokens: int = Field(ge=1)
     temperature: float = 0.0
     seed: int | None = None
@@ -59,6 +72,12 @@ class CompletionRequest(BaseModel):
     extra_body: dict[str, JsonValue] = Field(
         default_factory=dict, description="Engine-specific fields, e.g. {'cache_prompt': False}."
     )
+
+    @model_validator(mode="after")
+    def _messages_are_chat(self) -> CompletionRequest:
+        if self.messages and self.api != "chat":
+            raise ValueError("messages: only a chat request (api 'chat') carries earlier messages")
+        return self
 
 
 class TokenAlternative(BaseModel):

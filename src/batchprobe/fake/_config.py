@@ -32,6 +32,9 @@ Fault = Literal[
     "clean_stop",
     "wrong_resend",
     "flip_once",
+    # Conversation bugs of a prefix cache (they need prefix_cache: a cold request is spared).
+    "conversation_leak",
+    "stale_turn",
 ]
 FaultWhen = Literal[
     "always", "concurrent", "above", "join", "ragged", "early", "repeat", "params", "warmup"
@@ -43,6 +46,9 @@ LogprobsFormat = Literal["openai", "llama_cpp", "none"]
 # What a warm-up request's prompt starts with (batchprobe.probe.arm's side requests).
 WARMUP_PREFIX = "[warm-up"
 LATE_FAULTS: tuple[str, ...] = LateFault.__args__  # type: ignore[attr-defined]
+
+# The faults that answer a conversation turn from the wrong cached prompt (fake._turns).
+TURN_FAULTS: tuple[str, ...] = ("conversation_leak", "stale_turn")
 
 BATCHING_MODES: tuple[str, ...] = Batching.__args__  # type: ignore[attr-defined]
 LOGPROBS_FORMATS: tuple[str, ...] = LogprobsFormat.__args__  # type: ignore[attr-defined]
@@ -137,6 +143,15 @@ class FakeServerConfig(BaseModel):
         if value == "early" and fault is not None and fault not in ("none", *LATE_FAULTS):
             allowed = ", ".join(LATE_FAULTS)
             raise ValueError(f"'early' faults a reply mid-way: fault must be one of {allowed}")
+        return value
+
+    @field_validator("fault")
+    @classmethod
+    def _turn_faults_need_the_cache(cls, value: Fault, info: ValidationInfo) -> Fault:
+        if value in TURN_FAULTS and not info.data.get("prefix_cache"):
+            raise ValueError(
+                f"{value!r} answers from the prefix cache: needs prefix_cache true (--prefix-cache)"
+            )
         return value
 
     @field_validator("exit_after")

@@ -14,6 +14,7 @@ from aiohttp import web
 from batchprobe import _json
 from batchprobe.fake._answer import ERROR_ANSWER, Answer, clean_stop, corrupt, flip, runaway
 from batchprobe.fake._clock import TokenClock, sleep_until
+from batchprobe.fake._config import TURN_FAULTS
 from batchprobe.fake._encode import DONE, Encoder, usage
 from batchprobe.fake._model import respond, unknown_bias_id
 from batchprobe.fake._progress import Progress, generate_silently, late_fault
@@ -21,7 +22,7 @@ from batchprobe.fake._requests import Api, BadRequest, parse, parse_tokenize
 from batchprobe.fake._state import STATE_KEY, Flight, ServerState
 from batchprobe.fake._stream import StreamPlan, huge_text_event, stream_fault, write_stream
 from batchprobe.fake._tokens import corrupt_code
-from batchprobe.workload.needle import find_needle_code
+from batchprobe.workload.needle import asked_code, find_needle_code
 
 # A cached prompt skips most of prefill, as llama.cpp's prompt cache does.
 CACHED_TTFT_FRACTION = 0.1
@@ -125,12 +126,15 @@ async def _generate(request: web.Request, api: Api) -> web.StreamResponse:
     if state.config.fault == "busy_503" and state.in_flight:
         # vllm-mlx's simple engine rejects overlapping requests at once.
         return error_response(503, "text_generation_busy", "server_busy")
-    code = find_needle_code(gen.prompt)
+    # A conversation turn asks for one of several keys; any other recall prompt for its needle.
+    code = asked_code(gen.prompt) or find_needle_code(gen.prompt)
     # The healthy answer, known on arrival: its length is what the early trigger compares.
     healthy = respond(gen, prompt=gen.prompt, code=code, sampling=gen.sampling, vocab=state.vocab)
     with state.track(gen, code, len(healthy.texts)) as flight:
         async with state.slot(flight):
             response = await _reply(request, state, flight, healthy)
+    if state.config.fault in TURN_FAULTS:
+        state.turns.remember(gen.prompt)
     state.note_answered()
     return response
 
@@ -224,6 +228,8 @@ def _answer(state: ServerState, flight: Flight, healthy: Answer) -> Answer:
     fault = state.config.fault
     if fault == "ignore_max_tokens":
         return runaway(healthy, flight.gen.max_tokens)
+    if fault in TURN_FAULTS:
+        return _turn_answer(state, flight, healthy)
     if fault == "finish_error":
         return ERROR_ANSWER
     if fault == "clean_stop":
@@ -285,6 +291,23 @@ def _leaked(state: ServerState, flight: Flight, fault: str) -> Answer:
 
 def _sampling_of(flight: Flight) -> tuple[float, float]:
     return flight.gen.sampling.temperature, flight.gen.sampling.top_p
+
+
+def _turn_answer(state: ServerState, flight: Flight, healthy: Answer) -> Answer:
+    """conversation_leak and stale_turn (see fake._turns); a cold request is answered
+    healthily (it is not served from the cache)."""
+    gen = flight.gen
+    if not gen.cache_prompt:
+        return healthy
+    if state.config.fault == "stale_turn":
+        grown = state.turns.grown(gen.prompt)
+        if grown is None:
+            return healthy
+        return respond(gen, prompt=grown, code=asked_code(grown), sampling=gen.sampling, vocab=state.vocab)
+    code = state.turns.leaked_code(gen.prompt)
+    if code is None:
+        return healthy
+    return respond(gen, prompt=gen.prompt, code=code, sampling=gen.sampling, vocab=state.vocab)
 
 
 def _answers_otherwise(flight: Flight, other: Flight) -> bool:

@@ -24,6 +24,7 @@ from batchprobe.fake._config import WARMUP_PREFIX, FakeServerConfig
 from batchprobe.fake._model import checkable
 from batchprobe.fake._requests import GenRequest, Sampling
 from batchprobe.fake._tokens import Vocabulary
+from batchprobe.fake._turns import TurnMemory
 
 StopReason = Literal["requested", "exit_after"]
 # Requests a busy period remembers at most (repeat and cross_talk look back over it).
@@ -94,6 +95,7 @@ class ServerState:
         self.flipped = False
         """flip_once: the one wrong answer of the server's life was given."""
         self.vocab = Vocabulary()
+        self.turns = TurnMemory()  # the conversation bug modes' cache (fake._turns)
         self.answered = 0
         self.requests: Counter[str] = Counter()
         """Generation requests received, by path (``completions``, ``chat``), served or not."""

@@ -85,6 +85,7 @@ def to_session(
         prompt_head=item.prompt[:_EXCERPT],
         expected_code=item.expected_code,
         answer_excerpt=rec.text[:_EXCERPT],
+        prompt_digest=item.digest(),
         text=rec.text,
         chunk_ends=rec.chunk_ends,
         logprobs=rec.logprobs,
@@ -103,7 +104,7 @@ def to_session(
     )
     if item.workload == "recall" and item.expected_code is not None:
         # An error is an error, not a miss: only answers are scored (cross-talk still counts).
-        score = score_recall(rec.text, item.session, ctx.codes)
+        score = score_recall(rec.text, item.session, _others_codes(item, ctx))
         result.hit = score.hit if rec.error is None else None
         result.cross_talk_from = score.cross_talk_from
     if rec.error is None:
@@ -113,8 +114,18 @@ def to_session(
             # A count that broke into another session's numbers: cross-talk, with its source.
             broken = sum(len(p) for p in rec.pieces[: check.token or 0])
             counting = ctx.counting or {i.session for i in ctx.items if i.workload == "decode"}
+            if item.turn is not None:  # a later turn's numbers are its first turn's block
+                counting = counting - {item.turn.conversation}
             result.cross_talk_from = count_sources(rec.text[broken:], item.session, counting)
     return result
+
+
+def _others_codes(item: WorkItem, ctx: ArmContext) -> dict[int, str]:
+    """Every code planted on the launch but those this request was itself sent (a
+    conversation turn's prompt holds its other turns' codes): only a code it could not have
+    read is another session's content."""
+    sent = item.prompt + "".join(m.content for m in item.history)
+    return {s: c for s, c in ctx.codes.items() if s == item.session or c not in sent}
 
 
 def _side_request(arm: str, ctx: ArmContext, purpose: str, max_tokens: int) -> CompletionRequest:

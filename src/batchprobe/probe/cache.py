@@ -1,4 +1,5 @@
-"""The cache policy: throughput waves cold, the repeat wave with the cache as users run it."""
+"""The cache policy: throughput waves cold, the repeat and conversation waves with the cache
+as users run it."""
 
 from __future__ import annotations
 
@@ -9,14 +10,17 @@ from batchprobe.results.models import ArmResult, ArmSpec, RunConfig
 from batchprobe.results.shapes import ShapeStatus
 
 _SWITCH = "cache_prompt"
+# The shapes whose plans ask for the prefix cache (ShapePlan.prefix_cache).
+CACHED_SHAPES = frozenset({"repeat", "conversation"})
 
 
 def wants_cache(config: RunConfig) -> bool:
-    return config.shapes is None or "repeat" in config.shapes
+    return config.shapes is None or bool(CACHED_SHAPES & set(config.shapes))
 
 
 def launch_spec(spec: ArmSpec, config: RunConfig) -> ArmSpec:
-    """A concurrent arm that runs repeat is launched with the engine's default prefix cache.
+    """A concurrent arm that runs repeat or conversation is launched with the engine's default
+    prefix cache.
 
     Only engines with no per-request switch (vllm-mlx) read this; its other waves' prompts
     share no prefix with anything sent before, and their cached tokens are recorded.
@@ -38,8 +42,8 @@ def cache_policy(
             return (
                 dict(cold_body),
                 (
-                    "engine launched with its default prefix cache for the repeat wave; this "
-                    "wave's prompts share no prefix with earlier ones"
+                    "engine launched with its default prefix cache for the repeat and conversation "
+                    "waves; this wave's prompts share no prefix with earlier ones"
                 ),
                 "on (engine launched with its default prefix cache)",
             )

@@ -53,7 +53,8 @@ def compare(arm: ArmResult, baseline: ArmResult) -> ArmComparison:
     base_ok = {(s.workload, s.session): s for s in baseline.sessions if s.ok}
     for s in arm.sessions:
         base = base_ok.get((s.workload, s.session))
-        if base is None or not s.ok or _sampled(s):
+        # A later conversation turn continues its own arm's answers: only equal prompts compare.
+        if base is None or not s.ok or _sampled(s) or base.prompt_digest != s.prompt_digest:
             continue
         comparison.greedy_compared += 1
         divergence = first_divergence(base, s)

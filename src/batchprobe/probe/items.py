@@ -155,7 +155,7 @@ async def _context(
         if _any(wanted, "early", "params")
         else discover.FALLBACK_TOKENS_PER_NUMBER
     )
-    both_paths = _any(wanted, "join", "ragged", "early", "repeat", "params")
+    both_paths = _any(wanted, "join", "ragged", "early", "repeat", "params", "conversation")
     top_logprobs = _any(wanted, "params") and await discover.accepts_top_logprobs(
         client, run_id, cfg.prompt_style, extra, TOP_LOGPROBS
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from batchprobe.client.types import ErrorKind
 from batchprobe.probe.judge import Judgement, judge
+from batchprobe.probe.metrics import floor_recall
 from batchprobe.results.arms import ArmComparison, ArmMetrics, ArmResult
 from batchprobe.results.findings import Finding, FindingKind, Judged
 from batchprobe.results.models import Outcome, Status, Verdict
@@ -91,7 +92,8 @@ def _correctness(
 ) -> tuple[bool | None, list[str]]:
     hard = [f for f in findings if f.hard]
     soft = [f for f in findings if f.severity == "soft"]
-    base_recall = base.metrics.recall if base.metrics else None
+    # The best request path's recall: a base model answers over completions only.
+    base_recall = floor_recall(base.sessions) if base.metrics else None
     if hard:
         return False, reason_lines(hard)
     if base_recall is not None and base_recall < t.recall_floor:

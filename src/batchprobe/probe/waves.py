@@ -13,10 +13,11 @@ import time
 from dataclasses import dataclass, field
 
 from batchprobe.client import OpenAIClient
-from batchprobe.client.types import CompletionRequest
+from batchprobe.client.types import CompletionRequest, RequestRecord
 from batchprobe.probe.arm import ArmContext, to_session
 from batchprobe.results.models import ArmResult
 from batchprobe.results.shapes import MAX_DEPARTURES, Departure, Situation, WaveResult
+from batchprobe.workload.conversation import continue_turn
 from batchprobe.workload.items import WorkItem
 from batchprobe.workload.shapes import AfterFinish, Send, ShapePlan, Trigger
 
@@ -92,6 +93,30 @@ class _Wave:
         self._wake()
 
 
+@dataclass
+class _Turns:
+    """One plan's items as this arm sent them and what each answered: a conversation's later
+    turn is built from the turn before (``Turn.continues``), a re-send sends its first copy's."""
+
+    sent: dict[int, WorkItem] = field(default_factory=dict)
+    answers: dict[int, str] = field(default_factory=dict)
+
+    def resolve(self, send: Send) -> WorkItem:
+        item = send.item
+        if send.copy_index and item.session in self.sent:
+            return self.sent[item.session]
+        before = item.turn.continues if item.turn is not None else None
+        if before is not None:
+            item = continue_turn(item, self.sent[before], self.answers.get(before, ""))
+        if not send.copy_index:
+            self.sent[item.session] = item
+        return item
+
+    def answered(self, send: Send, record: RequestRecord) -> None:
+        if not send.copy_index:
+            self.answers[send.item.session] = record.text
+
+
 def _request(item: WorkItem, copy_index: int, arm: str, ctx: ArmContext, cached: bool) -> CompletionRequest:
     params = item.params
     extra = dict(ctx.cache_body if cached else ctx.extra_body)
@@ -103,6 +128,7 @@ def _request(item: WorkItem, copy_index: int, arm: str, ctx: ArmContext, cached:
         request_id=f"{ctx.run_id}-{arm}-{item.shape}-{item.session}-{copy_index}",
         api=item.api or ctx.default_api,
         prompt=item.prompt,
+        messages=list(item.history),
         max_tokens=item.max_tokens,
         temperature=params.temperature,
         seed=ctx.request_seed,
@@ -120,10 +146,11 @@ async def _send(
     times: tuple[float, float],
     limit: asyncio.Semaphore,
     cached: bool,
+    turns: _Turns,
 ) -> None:
     t0, wave_t0 = times
-    item = send.item
     await wave.wait(send.after)
+    item = turns.resolve(send)
     async with limit:
         arrival = time.perf_counter() - wave_t0
         state, in_flight, decoding = wave.arrive(item.session, send.copy_index)
@@ -132,6 +159,7 @@ async def _send(
             arm.request_body = client.request_body(request)
         try:
             record = await client.complete(request, lambda n: wave.progress(state, n))
+            turns.answered(send, record)
         finally:
             wave.leave(state)
     session = to_session(arm.spec.name, item, record, t0, ctx)
@@ -151,6 +179,8 @@ async def _send(
         stop=list(item.params.stop or []),
         role=item.role,
         prefix_cache=cached,
+        conversation=item.turn.conversation if item.turn is not None else None,
+        turn=item.turn.index if item.turn is not None else None,
     )
     arm.sessions.append(session)
     ctx.on_session(arm, session)
@@ -167,18 +197,20 @@ async def _phases(
 ) -> None:
     """One plan's sends, phase after phase; ``wave`` None: a fresh one per phase."""
     serial = arm.spec.concurrency == 1
-    # Serial arms are the cold references; only a concurrent repeat wave runs with the cache.
+    # Serial arms are the cold references; only a concurrent repeat or conversation wave runs
+    # with the cache.
     cached = plan.prefix_cache and not serial
     sends = [Send(i) for i in plan.items] if serial else plan.sends
+    turns = _Turns()
     for phase in sorted({s.phase for s in sends}):
         batch = [s for s in sends if s.phase == phase]
         shared = wave or _Wave()
         if serial:
             for send in batch:
-                await _send(client, arm, ctx, shared, send, times, limit, cached)
+                await _send(client, arm, ctx, shared, send, times, limit, cached, turns)
         else:
             await asyncio.gather(
-                *(_send(client, arm, ctx, shared, s, times, limit, cached) for s in batch)
+                *(_send(client, arm, ctx, shared, s, times, limit, cached, turns) for s in batch)
             )
 
 

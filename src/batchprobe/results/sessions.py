@@ -69,7 +69,9 @@ class SessionResult(_Model):
         "server returns them), so a sampled greedy row shows.",
     )
     prompt_digest: str | None = Field(
-        default=None, description="A digest of the exact prompt (or messages) sent."
+        default=None,
+        description="Digest of the exact prompt (and chat messages) sent: a conversation's later "
+        "turn is built from its arm's own answers, so arms compare greedy text only where equal.",
     )
     finish_reason: str | None = None
     prompt_tokens: int | None = None

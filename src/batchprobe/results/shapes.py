@@ -54,6 +54,10 @@ class Situation(_Model):
     stop: list[str] = Field(default_factory=list, description="Its own stop strings.")
     role: str | None = Field(default=None, description="Its role in its shape (params: greedy, ...).")
     prefix_cache: bool = Field(description="Sent with the server's prefix cache as users run it.")
+    conversation: int | None = Field(
+        default=None, description="conversation: the session of its conversation's first turn."
+    )
+    turn: int | None = Field(default=None, description="conversation: its turn, 1 for the first.")
 
 
 class WaveResult(_Model):

@@ -54,7 +54,8 @@ def check_count(count: CountSpec, text: str, pieces: list[str]) -> SelfCheck:
     if not body.strip():
         # A prefix of the count, but no number: an empty answer does not count.
         return SelfCheck(kind="count", passed=False, token=0, detail=f"no number generated ({text!r})")
-    ideal = count.ideal(len(body) // 2 + 2)
+    # A continuation's prompt holds the count's first ``skip`` characters already.
+    ideal = count.ideal((count.skip + len(body)) // 2 + 2)[count.skip :]
     if not count.leading_space:
         ideal = ideal.lstrip()
     pos = _mismatch(body, ideal)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from batchprobe import _json
+from batchprobe.client.types import ChatMessage
 
 Api = Literal["completions", "chat"]
 
@@ -53,10 +57,39 @@ class CountSpec(BaseModel):
 
     first: int
     leading_space: bool = Field(description="Completion prompts continue with ' N,'.")
+    skip: int = Field(
+        default=0, ge=0, description="Characters of the count the prompt already holds (a continuation)."
+    )
 
     def ideal(self, numbers: int) -> str:
         text = ", ".join(str(n) for n in range(self.first, self.first + numbers)) + ","
         return (" " if self.leading_space else "") + text
+
+    def continued(self, answer: str) -> CountSpec | None:
+        """The count of a prompt that is this one's plus ``answer``; None when ``answer``
+        broke the count (what follows is then not determined). Only a completions count
+        (``leading_space``), whose text goes on exactly, is continued."""
+        if not self.leading_space:
+            return None
+        done = self.skip + len(answer)
+        if self.ideal(done // 2 + 2)[self.skip : done] != answer:
+            return None
+        return self.model_copy(update={"skip": done})
+
+
+class Turn(BaseModel):
+    """A conversation turn: its place in its conversation, and the turn it continues.
+
+    A turn that continues another is built at send time from that turn as it was sent and
+    answered in the same arm: its prompt (completions) or messages (chat), its answer, then
+    this item's ``prompt`` as the next message (see ``workload.conversation``).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    conversation: int = Field(description="The session of the conversation's first turn.")
+    index: int = Field(ge=1, description="1 for the first turn.")
+    continues: int | None = Field(default=None, description="The session of the turn before.")
 
 
 class WorkItem(BaseModel):
@@ -84,3 +117,12 @@ class WorkItem(BaseModel):
         description="Ask for this many top logprobs per token (only the rows whose judge "
         "reads them; every other request is what an ordinary client sends).",
     )
+    turn: Turn | None = Field(default=None, description="conversation: where this turn stands")
+    history: tuple[ChatMessage, ...] = Field(
+        default=(), description="chat: the messages before ``prompt`` (a later conversation turn)"
+    )
+
+    def digest(self) -> str:
+        """A digest of what is sent: the prompt and the messages before it."""
+        sent = [[m.role, m.content] for m in self.history] + [self.prompt]
+        return hashlib.blake2b(_json.dumps(sent), digest_size=12).hexdigest()

@@ -9,8 +9,8 @@ from batchprobe.workload.items import Api, WorkItem
 from batchprobe.workload.needle import NEEDLE_KEY, make_codes, needle_line
 
 _CHAT_QUESTION = (
-    f"\n\nOne line of the log above has the form {NEEDLE_KEY}=<digits>. "
-    f"What is the value of {NEEDLE_KEY}? Reply with the digits only."
+    "\n\nOne line of the log above has the form {key}=<digits>. "
+    "What is the value of {key}? Reply with the digits only."
 )
 
 
@@ -19,9 +19,9 @@ def header(run_id: str, session: int) -> str:
     return f"[run {run_id} session {session}] Server log excerpt:\n"
 
 
-def ending(chat: bool) -> str:
+def ending(chat: bool, key: str = NEEDLE_KEY) -> str:
     """What follows the haystack: a question (chat) or the key to complete (completion)."""
-    return _CHAT_QUESTION if chat else f"\n\nThe {NEEDLE_KEY} line again:\n{NEEDLE_KEY}="
+    return _CHAT_QUESTION.format(key=key) if chat else f"\n\nThe {key} line again:\n{key}="
 
 
 def haystack(rng: random.Random, code: str, target_chars: int) -> tuple[str, float]:

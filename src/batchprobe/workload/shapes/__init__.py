@@ -7,7 +7,7 @@ how its wave sends them. A third party adds one with :meth:`ShapeRegistry.regist
 from __future__ import annotations
 
 from batchprobe.errors import ConfigError
-from batchprobe.workload.shapes import burst, early, join, params, ragged, repeat
+from batchprobe.workload.shapes import burst, conversation, early, join, params, ragged, repeat
 from batchprobe.workload.shapes._types import (
     AfterFinish,
     AfterTokens,
@@ -55,7 +55,15 @@ class ShapeRegistry:
 
 def default_shapes() -> ShapeRegistry:
     return ShapeRegistry(
-        [burst.SHAPE, join.SHAPE, ragged.SHAPE, early.SHAPE, repeat.SHAPE, params.SHAPE]
+        [
+            burst.SHAPE,
+            join.SHAPE,
+            ragged.SHAPE,
+            early.SHAPE,
+            repeat.SHAPE,
+            params.SHAPE,
+            conversation.SHAPE,
+        ]
     )
 
 
