@@ -21,6 +21,7 @@ from batchprobe.client._connection import (
     reuse_trace,
 )
 from batchprobe.client._errors import TIMEOUT_ERRORS, Fault, classify, excerpt
+from batchprobe.client._lag import LagMeter, LoopLag
 from batchprobe.client._payload import PATHS, request_body, request_headers
 from batchprobe.client._stream import DEFAULT_LIMITS, ReplyParser
 from batchprobe.client.limits import Limits
@@ -89,8 +90,26 @@ class OpenAIClient:
         )
         self._urls = {api: self._url(path) for api, path in PATHS.items()}
         self.connection_policy = ConnectionPolicy()
+        self.lag = LagMeter()
+
+    def settings(self) -> dict[str, Any]:
+        """The keyword arguments that build a client like this one (in another process)."""
+        return {
+            "base_url": self.base_url,
+            "model": self.model,
+            "timeouts": self.timeouts,
+            "limits": self.limits,
+            "max_connections": self._max_connections,
+            "api_key": self._api_key,
+            "request_ids": self._request_ids,
+        }
+
+    async def loop_lag(self) -> list[LoopLag]:
+        """This process's loop lag since the last call (or since ``async with``)."""
+        return [self.lag.take()]
 
     async def __aenter__(self) -> Self:
+        self.lag.start()
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 connector=PolicyConnector(self.connection_policy, limit=self._max_connections),
@@ -108,6 +127,7 @@ class OpenAIClient:
         await self.close()
 
     async def close(self) -> None:
+        self.lag.stop()
         if self._owns_session and self._session is not None:
             await self._session.close()
             self._session = None

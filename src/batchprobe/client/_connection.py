@@ -41,8 +41,8 @@ import aiohttp
 
 if TYPE_CHECKING:
     from aiohttp.client_proto import ResponseHandler
-    from aiohttp.client_reqrep import ClientRequest
-    from aiohttp.connector import Connection, ConnectionKey
+    from aiohttp.client_reqrep import ClientRequest, ConnectionKey
+    from aiohttp.connector import Connection
     from aiohttp.tracing import Trace
 
 _RESET_ERRNOS = frozenset({errno.ECONNRESET, errno.EPIPE})

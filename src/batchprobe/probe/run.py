@@ -19,6 +19,7 @@ from batchprobe.client import OpenAIClient, Timeouts
 from batchprobe.errors import BatchprobeError, ConfigError, EngineDied, EngineUnreachable
 from batchprobe.probe.arm import ArmContext, generates, warm_up
 from batchprobe.probe.cache import cache_notes, cache_policy, launch_spec, skipped_shapes
+from batchprobe.probe.clients import arm_client, auto_procs, client_health, client_limit
 from batchprobe.probe.compare import compare
 from batchprobe.probe.endpoint import Endpoint, EndpointProvider
 from batchprobe.probe.interrupts import Interrupts, signals_as_interrupt
@@ -36,6 +37,7 @@ from batchprobe.probe.sweep import (
 )
 from batchprobe.probe.verdict import arm_failures, decide
 from batchprobe.probe.waves import run_mixed_wave, run_waves
+from batchprobe.results.client import ClientHealth
 from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.models import (
     ArmResult,
@@ -167,8 +169,12 @@ class _Run:
             if warm.error is not None:
                 # An error of the arm: the server failed a request, measured or not.
                 arm.error = f"warm-up failed: {warm.error.kind.value}: {warm.error.message}"
-            self.listener.arm_started(arm, _requests(ctx, arm.spec))
-            arm.metrics = arm_metrics(arm.sessions, await run_waves(client, arm, ctx))
+            procs = self._client_procs(arm.spec.concurrency)
+            async with arm_client(client, procs) as sender:
+                await sender.loop_lag()  # the arm's window starts here
+                self.listener.arm_started(arm, _requests(ctx, arm.spec))
+                arm.metrics = arm_metrics(arm.sessions, await run_waves(sender, arm, ctx))
+                self._client_health(arm, await client_health(sender, arm, procs, ctx.thresholds))
             arm.server_alive_after = await generates(client, arm.spec.name, ctx)
         if ep.is_alive is not None and not ep.is_alive():
             arm.server_alive_after = False
@@ -210,6 +216,15 @@ class _Run:
             raise died
         if arm.server_alive_after is False:
             raise EngineDied(f"the server stopped answering after arm {spec.name}")
+
+    def _client_procs(self, concurrency: int) -> int:
+        return self.config.client_procs or auto_procs(concurrency)
+
+    def _client_health(self, arm: ArmResult, health: ClientHealth) -> None:
+        arm.client = health
+        warning = client_limit(arm)
+        if warning is not None:
+            self.report.warnings.append(warning)
 
     def _served_by(self, ep: Endpoint, arm: ArmResult) -> None:
         arm.engine_version = ep.engine_version
@@ -358,13 +373,16 @@ class _Run:
         step_ctx = dataclasses.replace(ctx, plans=_plans(plans))
         self.listener.arm_started(arm, sum(len(p.sends) for p in step_ctx.plans))
         pgid = ep.process.pgid if ep.process is not None else None
-        async with LoadSampler(ep.base_url, pgid) as sampler:
+        procs = self._client_procs(n)
+        async with arm_client(client, procs) as sender, LoadSampler(ep.base_url, pgid) as sampler:
+            await sender.loop_lag()  # the step's window starts here
             t0 = time.perf_counter()
             if throughput is not None:
-                await run_mixed_wave(client, arm, dataclasses.replace(ctx, plans=[throughput]), t0)
+                await run_mixed_wave(sender, arm, dataclasses.replace(ctx, plans=[throughput]), t0)
             before = len(arm.sessions)
-            mixed_wall = await run_mixed_wave(client, arm, dataclasses.replace(ctx, plans=mixed), t0)
+            mixed_wall = await run_mixed_wave(sender, arm, dataclasses.replace(ctx, plans=mixed), t0)
             wall = time.perf_counter() - t0
+            self._client_health(arm, await client_health(sender, arm, procs, ctx.thresholds))
         arm.metrics = arm_metrics(arm.sessions, wall, every_shape=True)
         arm.server_alive_after = await generates(client, arm.spec.name, step_ctx)
         if ep.is_alive is not None and not ep.is_alive():

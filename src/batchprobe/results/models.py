@@ -10,12 +10,13 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo, fi
 from yarl import URL
 
 from batchprobe.client.types import ErrorKind, RequestError, chunk_texts
+from batchprobe.results.client import ClientHealth
 from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.shapes import SelfCheck, ShapeStatus, Situation, WaveResult
 from batchprobe.results.sweep import Envelope
 from batchprobe.results.thresholds import Thresholds
 
-SCHEMA_VERSION: Literal["2.2"] = "2.2"
+SCHEMA_VERSION: Literal["2.3"] = "2.3"
 MAX_DEPTH = 1024
 MIN_TIME_BUDGET_S = 30.0
 # Seeds travel in JSON request bodies and engines read them as signed 64-bit integers.
@@ -87,6 +88,10 @@ class SessionResult(_Model):
     session: int = Field(description="Index of the item; the same item has the same index in every arm.")
     request_id: str
     error: RequestError | None = None
+    reconnect: str | None = Field(
+        default=None,
+        description="Why the request went out twice: its first send provably never reached the server.",
+    )
     prompt_head: str = Field(default="", description="The first characters of the prompt.")
     expected_code: str | None = Field(default=None, description="recall: this session's needle")
     hit: bool | None = Field(default=None, description="recall: own code found in the answer")
@@ -238,6 +243,9 @@ class ArmResult(_Model):
         default=None, description="An error of the arm itself (e.g. its warm-up request failed)."
     )
     warnings: list[str] = Field(default_factory=list)
+    client: ClientHealth | None = Field(
+        default=None, description="The client's processes, connections and loop lag in this arm."
+    )
 
 
 class Divergence(_Model):
@@ -331,6 +339,13 @@ class RunConfig(_Model):
     )
     slo_itl_p99_s: float | None = Field(
         default=None, gt=0, allow_inf_nan=False, description="A step whose ITL p99 exceeds this breaks the SLO."
+    )
+    client_procs: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="Client processes an arm's sessions are sharded over [default: 1, or one per "
+        "256 sessions of the deepest arm up to the machine's cores].",
     )
     time_budget_s: float | None = Field(
         default=None,
@@ -432,7 +447,7 @@ class RunError(_Model):
 class Report(_Model):
     """The verdict file."""
 
-    schema_version: Literal["2.2"] = SCHEMA_VERSION
+    schema_version: Literal["2.3"] = SCHEMA_VERSION
     run_id: str = Field(description="The run nonce planted in every prompt.")
     status: Status = Status.RUNNING
     started_at: str
