@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict
 
 LAG_THRESHOLD_MS = 2.0
 """A client loop whose busy lag's p99 is above this cannot time a server's tokens."""
-LAG_INTERVAL_S = 0.002
-"""Sampled this often (~0.5% of a core), so a window of a second has 500 samples and its p99
+LAG_INTERVAL_S = 0.005
+"""Sampled this often (~0.2% of a core), so a window of two seconds has 400 samples and its p99
 is not one burst (a wave's first sends, its last records)."""
 
 Role = Literal["client", "parent", "worker"]
