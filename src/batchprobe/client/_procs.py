@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import pickle
+import signal
 import socket
+import struct
 import subprocess
 import sys
 from collections.abc import Callable
-from multiprocessing.connection import Connection
 from typing import Any, Protocol
 
 from typing_extensions import Self
@@ -47,10 +49,41 @@ class Completer(Protocol):
     async def loop_lag(self) -> list[LoopLag]: ...
 
 
+_HEAD = struct.Struct("!I")
+
+
+class _Channel:
+    """Length-prefixed pickled messages over one end of a socket pair, on the running loop
+    (writes are buffered, never blocking the loop)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    async def open(cls, sock: socket.socket) -> _Channel:
+        return cls(*await asyncio.open_connection(sock=sock))
+
+    def send(self, msg: object) -> None:
+        body = pickle.dumps(msg, pickle.HIGHEST_PROTOCOL)
+        self.writer.write(_HEAD.pack(len(body)) + body)
+
+    async def recv(self) -> Any:
+        """The next message; ``EOFError`` when the other end closed."""
+        try:
+            (size,) = _HEAD.unpack(await self.reader.readexactly(_HEAD.size))
+            return pickle.loads(await self.reader.readexactly(size))
+        except (asyncio.IncompleteReadError, ConnectionError) as exc:
+            raise EOFError from exc
+
+    def close(self) -> None:
+        self.writer.close()
+
+
 class _Worker:
     """The worker's side: runs requests on its own client, reports back over ``conn``."""
 
-    def __init__(self, conn: Connection, client: OpenAIClient) -> None:
+    def __init__(self, conn: _Channel, client: OpenAIClient) -> None:
         self.conn = conn
         self.client = client
         self.loop = asyncio.get_running_loop()
@@ -59,11 +92,12 @@ class _Worker:
         self.dirty: dict[int, int] = {}
         self.flush: asyncio.TimerHandle | None = None
 
-    def readable(self) -> None:
+    async def serve(self) -> None:
+        """Commands until told to stop, or until the parent's end closes."""
         try:
-            while self.conn.poll():
-                self._command(self.conn.recv())
-        except (EOFError, OSError):
+            while not self.done.done():
+                self._command(await self.conn.recv())
+        except EOFError:
             self._stop()
 
     def _command(self, msg: tuple[Any, ...]) -> None:
@@ -102,45 +136,48 @@ class _Worker:
             self.dirty = {}
 
 
-async def _serve(conn: Connection) -> None:
-    settings: dict[str, Any] = conn.recv()
+async def _serve(sock: socket.socket) -> None:
+    conn = await _Channel.open(sock)
+    settings: dict[str, Any] = await conn.recv()
     async with OpenAIClient(**settings) as client:
         worker = _Worker(conn, client)
-        worker.loop.add_reader(conn.fileno(), worker.readable)
         conn.send(("ready",))
+        commands = asyncio.create_task(worker.serve())
         try:
             await worker.done
         finally:
-            worker.loop.remove_reader(conn.fileno())
+            commands.cancel()
             for task in list(worker.tasks.values()):
                 task.cancel()
+            conn.close()
 
 
 def worker_main(fd: int) -> None:
     """A worker: ``python -m batchprobe.client._worker FD``, FD its end of a socket pair. It
-    exits when told to, or when the parent's end closes (the parent died)."""
-    run(_serve(Connection(fd)))
+    exits when told to, or when the parent's end closes (the parent died). Ctrl-C is the
+    parent's to handle: it stops the workers."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    run(_serve(socket.socket(fileno=fd)))
 
 
 class _Handle:
     """The parent's side of one worker."""
 
-    def __init__(self, process: subprocess.Popen[bytes], conn: Connection) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], conn: _Channel) -> None:
         self.process = process
         self.conn = conn
+        self.listener: asyncio.Task[None] | None = None
         self.pending: dict[int, tuple[asyncio.Future[RequestRecord], Callable[[int], None] | None]] = {}
         self.replies: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
 
 
-def _spawn(settings: dict[str, Any]) -> _Handle:
-    """Start one worker on its end of a socket pair and send it the client's settings."""
+def _spawn() -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """Start one worker on its end of a socket pair; ours is returned."""
     ours, theirs = socket.socketpair()
     with theirs:
         argv = [sys.executable, "-m", "batchprobe.client._worker", str(theirs.fileno())]
         process = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
-    handle = _Handle(process, Connection(ours.detach()))
-    handle.conn.send(settings)
-    return handle
+    return process, ours
 
 
 class ClientPool:
@@ -156,38 +193,35 @@ class ClientPool:
         self.connection_policy = ConnectionPolicy()
 
     async def __aenter__(self) -> Self:
-        loop = asyncio.get_running_loop()
         for _ in range(self.procs):
-            handle = _spawn(self.client.settings())
+            process, sock = _spawn()
+            handle = _Handle(process, await _Channel.open(sock))
             self._workers.append(handle)
-            loop.add_reader(handle.conn.fileno(), self._readable, handle)
+            handle.conn.send(self.client.settings())
+            handle.listener = asyncio.create_task(self._listen(handle))
         for handle in self._workers:
             await self._reply(handle, "ready")
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        loop = asyncio.get_running_loop()
         for handle in self._workers:
-            loop.remove_reader(handle.conn.fileno())
-            try:
-                handle.conn.send(("stop",))
-            except OSError:
-                pass  # already gone
+            handle.conn.send(("stop",))
         for handle in self._workers:
             try:
                 await asyncio.to_thread(handle.process.wait, _STOP_S)
             except subprocess.TimeoutExpired:
                 handle.process.kill()
                 await asyncio.to_thread(handle.process.wait)
+            if handle.listener is not None:
+                handle.listener.cancel()
             handle.conn.close()
         self._workers = []
 
-    def _readable(self, handle: _Handle) -> None:
+    async def _listen(self, handle: _Handle) -> None:
         try:
-            while handle.conn.poll():
-                self._message(handle, handle.conn.recv())
-        except (EOFError, OSError):
-            asyncio.get_running_loop().remove_reader(handle.conn.fileno())
+            while True:
+                self._message(handle, await handle.conn.recv())
+        except EOFError:
             for future, _ in handle.pending.values():
                 if not future.done():
                     future.set_exception(RuntimeError("a client worker process exited"))
