@@ -60,6 +60,27 @@ def test_a_server_closing_after_every_reply_costs_no_request() -> None:
     assert sum(r.reconnect is not None for r in records) <= 1
 
 
+def test_an_answer_announcing_its_close_switches_the_target_to_fresh_connections() -> None:
+    with raw_server([["announce_close"]]) as server:
+        records, client = _serially(server.url, 3)
+    assert all(r.ok for r in records), [r.error for r in records]
+    assert server.requests_read == 3 and server.connections == 3
+    assert client.connection_policy.mode == "fresh"
+    assert client.connection_policy.reason == "the server answered 'Connection: close'"
+    assert all(r.reconnect is None for r in records)
+
+
+def test_a_request_the_server_closed_unread_is_sent_again_once_as_a_reconnect() -> None:
+    with raw_server([["close_unread"]]) as server:
+        records, client = _serially(server.url, 3)
+    assert all(r.ok for r in records), [r.error for r in records]
+    assert records[0].reconnect is None and records[2].reconnect is None
+    assert records[1].reconnect is not None and records[1].reconnect.startswith("reset_connection")
+    # The server read every request once: the reconnect re-sent one it never read.
+    assert server.requests_read == 3
+    assert client.connection_policy.mode == "fresh"
+
+
 def test_request_read_then_dropped_is_disconnected_and_not_sent_again() -> None:
     # The second request goes out on the kept-alive connection; the server reads it and closes.
     with raw_server([["answer", "drop"]]) as server:

@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 
 from batchprobe.fake import FAULT_MODES, FakeServerConfig
-from batchprobe.results import ArmSpec, Report
+from batchprobe.probe.compare import compare
+from batchprobe.probe.sweep import step_record
+from batchprobe.results import ArmSpec, Report, RunConfig
+from batchprobe.results.sweep import SweepStep
 from batchprobe.results.thresholds import Thresholds
 
 from .fakeprobe import SESSIONS, probe
@@ -40,6 +43,13 @@ def _flood(tmp_path: Path, procs: int) -> Report:
     )
 
 
+def _step(report: Report) -> SweepStep:
+    """The arm judged as a sweep step with an SLO any TTFT here breaches."""
+    [arm] = report.arms
+    config = RunConfig(base_url="http://127.0.0.1:1", slo_ttft_p99_s=1e-9)
+    return step_record(arm, compare(arm, arm), None, [], config, None, None, "sweep", "itself")
+
+
 def _lag_warnings(report: Report) -> list[str]:
     return [w for w in report.warnings if "event loop lagged" in w]
 
@@ -51,6 +61,10 @@ def test_one_overloaded_client_process_warns_that_its_timings_are_its_own(tmp_pa
     assert not arm.client.trusted, arm.client.loop_lag
     [warning] = _lag_warnings(report)
     assert "arm wide" in warning and "busy p99" in warning
+    # A sweep takes none of its latency figures as the server's.
+    step = _step(report)
+    assert step.client_limited == warning
+    assert step.within_slo is None and step.slo_breaches == []
 
 
 def test_enough_client_processes_keep_up_and_do_not_warn(tmp_path: Path) -> None:
@@ -61,6 +75,8 @@ def test_enough_client_processes_keep_up_and_do_not_warn(tmp_path: Path) -> None
     assert arm.client.trusted, arm.client.loop_lag
     assert _lag_warnings(report) == []
     assert len(arm.sessions) == WIDE and all(s.ok for s in arm.sessions)
+    step = _step(report)
+    assert step.client_limited is None and step.within_slo is False
 
 
 def _mode(fault: str) -> tuple[FakeServerConfig, dict[str, object]]:

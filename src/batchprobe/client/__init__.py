@@ -9,7 +9,7 @@ from __future__ import annotations
 from batchprobe._aio import run
 from batchprobe.client._client import OpenAIClient
 from batchprobe.client._connection import ConnectionPolicy
-from batchprobe.client._lag import LAG_THRESHOLD_MS, LoopLag
+from batchprobe.client._lag import LoopLag
 from batchprobe.client._procs import ClientPool, Completer
 from batchprobe.client.limits import Limits
 from batchprobe.client.timeouts import Timeouts
@@ -22,7 +22,6 @@ from batchprobe.client.types import (
 )
 
 __all__ = [
-    "LAG_THRESHOLD_MS",
     "Api",
     "ClientPool",
     "Completer",
