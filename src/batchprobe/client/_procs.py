@@ -19,6 +19,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -33,6 +34,8 @@ from batchprobe.client.types import CompletionRequest, RequestRecord
 PROGRESS_S = 0.002
 """How often a worker sends the progress of its streams (a join's trigger is this late)."""
 _STOP_S = 5.0
+_REPLY_S = 120.0
+"""A worker that has not started (or answered) within this long is taken as hung."""
 
 
 class Completer(Protocol):
@@ -206,12 +209,13 @@ class ClientPool:
     async def __aexit__(self, *exc: object) -> None:
         for handle in self._workers:
             handle.conn.send(("stop",))
+        deadline = time.monotonic() + _STOP_S
         for handle in self._workers:
-            try:
-                await asyncio.to_thread(handle.process.wait, _STOP_S)
-            except subprocess.TimeoutExpired:
+            while handle.process.poll() is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            if handle.process.poll() is None:
                 handle.process.kill()
-                await asyncio.to_thread(handle.process.wait)
+                handle.process.wait()
             if handle.listener is not None:
                 handle.listener.cancel()
             handle.conn.close()
@@ -222,10 +226,12 @@ class ClientPool:
             while True:
                 self._message(handle, await handle.conn.recv())
         except EOFError:
+            gone = RuntimeError(f"a client worker process exited (status {handle.process.poll()})")
             for future, _ in handle.pending.values():
                 if not future.done():
-                    future.set_exception(RuntimeError("a client worker process exited"))
+                    future.set_exception(gone)
             handle.pending.clear()
+            handle.replies.put_nowait(("exited", gone))
 
     def _message(self, handle: _Handle, msg: tuple[Any, ...]) -> None:
         if msg[0] == "prog":
@@ -241,7 +247,10 @@ class ClientPool:
             handle.replies.put_nowait(msg)
 
     async def _reply(self, handle: _Handle, kind: str) -> tuple[Any, ...]:
-        msg = await handle.replies.get()
+        msg = await asyncio.wait_for(handle.replies.get(), _REPLY_S)
+        if msg[0] == "exited":
+            handle.replies.put_nowait(msg)  # every later wait fails the same way
+            raise msg[1]
         if msg[0] != kind:
             raise RuntimeError(f"a client worker answered {msg[0]!r} where {kind!r} was due")
         return msg
