@@ -8,7 +8,8 @@ connection then races that close, and the request written into it fails like one
 read and dropped. So each target's policy is learnt, once, and recorded:
 
 * an answer with ``Connection: close``, or
-* a kept-alive connection the server closed while it sat idle in the pool, or
+* a kept-alive connection the server closed while it sat idle in the pool, within
+  :data:`KEEPALIVE_S` of its reply (longer idle connections are not reused at all), or
 * a reused connection that failed before any reply byte
 
 switch the target to a fresh connection per request (:class:`ConnectionPolicy`).
@@ -34,6 +35,7 @@ import errno
 import select
 import weakref
 from dataclasses import dataclass
+from time import monotonic
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Literal
 
@@ -46,6 +48,9 @@ if TYPE_CHECKING:
     from aiohttp.tracing import Trace
 
 _RESET_ERRNOS = frozenset({errno.ECONNRESET, errno.EPIPE})
+KEEPALIVE_S = 2.0
+"""An idle connection is reused for this long at most: below the shortest keep-alive timeout
+common servers have (5 s: uvicorn, cpp-httplib, Node), so the client never races one."""
 
 Mode = Literal["reuse", "fresh"]
 
@@ -96,7 +101,7 @@ class PolicyConnector(aiohttp.TCPConnector):
     """
 
     def __init__(self, policy: ConnectionPolicy, *, limit: int) -> None:
-        super().__init__(limit=limit, limit_per_host=0)
+        super().__init__(limit=limit, limit_per_host=0, keepalive_timeout=KEEPALIVE_S)
         self.policy = policy
         self._ours: weakref.WeakSet[ResponseHandler] = weakref.WeakSet()
 
@@ -121,8 +126,10 @@ class PolicyConnector(aiohttp.TCPConnector):
         if self.policy.mode == "fresh":
             return None
         pooled = self._conns.get(key, ())
-        if any(not proto.is_connected() for proto, _ in pooled):
-            # Only the server closes an idle pooled connection (ours are closed on release).
+        now = monotonic()
+        if any(not p.is_connected() and now - t0 <= KEEPALIVE_S for p, t0 in pooled):
+            # Only the server closes an idle pooled connection (ours are closed on release),
+            # and one that does so within KEEPALIVE_S of a reply closes after every reply.
             self.policy.go_fresh("the server closed an idle kept-alive connection after a reply")
             return None
         return await super()._get(key, traces)
