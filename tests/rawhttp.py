@@ -17,8 +17,11 @@ from typing import Literal
 #   "answer": answer it and keep the connection open;
 #   "answer_close": answer it, then close at once (a clean FIN; llama-server does this
 #     after a stream);
+#   "announce_close": answer it with "Connection: close", then close;
+#   "close_unread": answer it, wait for the next request to arrive and close with it unread
+#     (the kernel resets the connection: that request provably never reached the server);
 #   "drop": read it fully, then close without a byte of reply.
-Act = Literal["answer", "answer_close", "drop"]
+Act = Literal["answer", "answer_close", "announce_close", "close_unread", "drop"]
 
 _EVENT = {"choices": [{"index": 0, "text": "ok", "finish_reason": "stop"}]}
 REPLY_BODY = b"data: " + json.dumps(_EVENT).encode() + b"\n\ndata: [DONE]\n\n"
@@ -27,6 +30,7 @@ _REPLY = (
     + f"Content-Length: {len(REPLY_BODY)}\r\n\r\n".encode()
     + REPLY_BODY
 )
+_ANNOUNCED = _REPLY.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)
 
 
 @dataclass
@@ -70,8 +74,11 @@ def _serve_connection(server: RawServer, conn: socket.socket, script: list[Act])
                 server.requests_read += 1
             if act == "drop":
                 return
-            conn.sendall(_REPLY)
-            if act == "answer_close":
+            conn.sendall(_ANNOUNCED if act == "announce_close" else _REPLY)
+            if act in ("answer_close", "announce_close"):
+                return
+            if act == "close_unread":
+                select.select([conn], [], [], 5.0)
                 return
 
 

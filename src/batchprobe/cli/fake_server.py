@@ -52,6 +52,12 @@ def _build_config(**values: object) -> FakeServerConfig:
     help="Per-token step = itl * (1 + slowdown * (active - 1)).",
 )
 @click.option("--prefix-cache", is_flag=True, help="Simulate a prompt cache and serve /props.")
+@click.option(
+    "--close-after-stream",
+    is_flag=True,
+    help="Close the connection after every stream without a Connection: close header, as "
+    "llama-server does.",
+)
 @click.option("--fault", type=click.Choice(FAULT_MODES), default="none", show_default=True)
 @click.option(
     "--fault-when",

@@ -94,6 +94,8 @@ PROBE_OPTIONS = [
     _run_option("logprobs", "--logprobs",
                 help="Record chosen-token logprobs and report their largest drift across arms."),
     _run_option("request_timeout_s", "--request-timeout"),
+    _run_option("client_procs", "--client-procs"),
+    _run_option("client_lag_ms", "--client-lag-ms"),
     _run_option("ready_timeout_s", "--ready-timeout"),
 ]  # fmt: skip
 CACHE_OPTION = click.option(

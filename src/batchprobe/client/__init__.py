@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from batchprobe._aio import run
 from batchprobe.client._client import OpenAIClient
+from batchprobe.client._connection import ConnectionPolicy
+from batchprobe.client._lag import LoopLag
+from batchprobe.client._procs import ClientPool, Completer
 from batchprobe.client.limits import Limits
 from batchprobe.client.timeouts import Timeouts
 from batchprobe.client.types import (
@@ -24,9 +27,13 @@ from batchprobe.client.types import (
 __all__ = [
     "Api",
     "ChatMessage",
+    "ClientPool",
+    "Completer",
     "CompletionRequest",
+    "ConnectionPolicy",
     "ErrorKind",
     "Limits",
+    "LoopLag",
     "OpenAIClient",
     "RequestError",
     "RequestRecord",

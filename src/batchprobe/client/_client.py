@@ -13,7 +13,15 @@ from typing_extensions import Self
 from yarl import URL
 
 from batchprobe._json import JSONDecodeError, dumps, loads
+from batchprobe.client._connection import (
+    Attempt,
+    ConnectionPolicy,
+    PolicyConnector,
+    never_sent,
+    reuse_trace,
+)
 from batchprobe.client._errors import TIMEOUT_ERRORS, Fault, classify, excerpt
+from batchprobe.client._lag import LagMeter, LoopLag
 from batchprobe.client._payload import PATHS, request_body, request_headers
 from batchprobe.client._stream import DEFAULT_LIMITS, ReplyParser
 from batchprobe.client.limits import Limits
@@ -27,6 +35,8 @@ DEFAULT_TIMEOUTS = Timeouts()
 _UNREACHABLE = (aiohttp.ClientConnectionError, *TIMEOUT_ERRORS)
 # Everything a failed request can raise (the rest are bugs, and propagate).
 _REQUEST_FAILURES = (aiohttp.ClientError, Fault, *TIMEOUT_ERRORS)
+# Errors of a send that may have never reached the server (never_sent() decides).
+_SEND_FAILURES = (aiohttp.ClientConnectionError,)
 
 
 def _root_url(base_url: str) -> URL:
@@ -45,11 +55,11 @@ class OpenAIClient:
     injected session is left open). Replies are read within ``limits``. Each request carries
     its id as ``x-request-id`` (so the server's log names it) unless ``request_ids`` is false.
 
-    Every request goes out once, on a connection of its own (``force_close``), and is never
-    sent again. A kept-alive connection cannot be reused safely: a server may close it in
-    the instant the next request is written (llama-server closes one after every stream),
-    and that request would fail exactly like one the server read and dropped, which is the
-    failure batchprobe exists to report. A fresh connection costs about 0.1 ms on loopback.
+    Kept-alive connections are reused until the server shows it closes them; from then on
+    each request gets a connection of its own (``connection_policy`` says which, and why; see
+    ``_connection``). A request is sent again only when it provably never reached the server,
+    at most once, and its record's ``reconnect`` says why. An injected session keeps its own
+    connector: its policy is never learnt, and only its stale-connection case is re-sent.
     """
 
     def __init__(
@@ -79,14 +89,32 @@ class OpenAIClient:
             total=timeouts.total, sock_connect=timeouts.connect, sock_read=timeouts.read
         )
         self._urls = {api: self._url(path) for api, path in PATHS.items()}
+        self.connection_policy = ConnectionPolicy()
+        self.lag = LagMeter()
+
+    def settings(self) -> dict[str, Any]:
+        """The keyword arguments that build a client like this one (in another process)."""
+        return {
+            "base_url": self.base_url,
+            "model": self.model,
+            "timeouts": self.timeouts,
+            "limits": self.limits,
+            "max_connections": self._max_connections,
+            "api_key": self._api_key,
+            "request_ids": self._request_ids,
+        }
+
+    async def loop_lag(self) -> list[LoopLag]:
+        """This process's loop lag since the last call (or since ``async with``)."""
+        return [self.lag.take()]
 
     async def __aenter__(self) -> Self:
+        self.lag.start()
         if self._session is None:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(
-                    limit=self._max_connections, limit_per_host=0, force_close=True
-                ),
+                connector=PolicyConnector(self.connection_policy, limit=self._max_connections),
                 timeout=self._timeout,
+                trace_configs=[reuse_trace()],
             )
         return self
 
@@ -99,6 +127,7 @@ class OpenAIClient:
         await self.close()
 
     async def close(self) -> None:
+        self.lag.stop()
         if self._owns_session and self._session is not None:
             await self._session.close()
             self._session = None
@@ -197,12 +226,15 @@ class OpenAIClient:
         )
         started = perf_counter()
         error = None
+        reconnects: list[str] = []
         try:
-            await self._exchange(req, parser, on_progress)
+            await self._exchange(req, parser, reconnects, on_progress)
             parser.finish(perf_counter())
         except _REQUEST_FAILURES as exc:
             error = classify(exc, self.timeouts)
-        return parser.record(req.request_id, started, perf_counter(), error)
+        record = parser.record(req.request_id, started, perf_counter(), error)
+        record.reconnect = reconnects[0] if reconnects else None
+        return record
 
     def request_body(self, req: CompletionRequest) -> dict[str, Any]:
         """The exact JSON body ``complete(req)`` sends (recorded in the verdict)."""
@@ -212,17 +244,38 @@ class OpenAIClient:
         self,
         req: CompletionRequest,
         parser: ReplyParser,
+        reconnects: list[str],
         on_progress: Callable[[int], None] | None = None,
     ) -> None:
-        """Send once, on a connection of its own; never again."""
-        resp = await self._http().post(
-            self._urls[req.api],
-            data=dumps(self.request_body(req)),
-            headers=request_headers(self._request_id(req.request_id), self._api_key),
-            timeout=self._timeout,
-        )
-        async with resp:
-            await _read_reply(resp, parser, self.limits.max_body_bytes, on_progress)
+        """Send once; again at most once, on a fresh connection, and only when the first send
+        provably never reached the server (``never_sent``), recorded in ``reconnects``."""
+        body = dumps(self.request_body(req))
+        headers = request_headers(self._request_id(req.request_id), self._api_key)
+        while True:
+            attempt = Attempt()
+            try:
+                resp = await self._http().post(
+                    self._urls[req.api],
+                    data=body,
+                    headers=headers,
+                    timeout=self._timeout,
+                    trace_request_ctx=attempt,
+                )
+            except _SEND_FAILURES as exc:
+                if attempt.reused:
+                    self.connection_policy.go_fresh(
+                        f"a kept-alive connection failed before any reply byte ({type(exc).__name__})"
+                    )
+                reason = never_sent(exc, attempt)
+                if reason is None or reconnects:
+                    raise
+                reconnects.append(reason)
+                continue
+            if resp.headers.get("Connection", "").lower() == "close":
+                self.connection_policy.go_fresh("the server answered 'Connection: close'")
+            async with resp:
+                await _read_reply(resp, parser, self.limits.max_body_bytes, on_progress)
+            return
 
 
 async def _read_reply(

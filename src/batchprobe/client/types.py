@@ -135,6 +135,11 @@ class RequestRecord(BaseModel):
     )
     streamed: bool = True
     error: RequestError | None = None
+    reconnect: str | None = Field(
+        default=None,
+        description="Why the request was sent a second time, on a fresh connection: the first "
+        "send provably never reached the server (a kept-alive connection it had closed).",
+    )
 
     @property
     def ok(self) -> bool:

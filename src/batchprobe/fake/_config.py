@@ -90,6 +90,11 @@ class FakeServerConfig(BaseModel):
     gets a tenth of the TTFT, unless the request says ``"cache_prompt": false``. Also serves a
     llama.cpp-like ``GET /props`` so clients can detect the per-request switch."""
 
+    close_after_stream: bool = False
+    """Close the connection after every streamed reply, without a ``Connection: close`` header
+    and without reading what the client wrote meanwhile, as llama-server does: a client that
+    reuses kept-alive connections races that close."""
+
     fault: Fault = "none"
     """One fault or bug mode to inject (``none`` for a healthy server)."""
 

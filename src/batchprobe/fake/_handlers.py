@@ -175,7 +175,9 @@ async def _reply(
             return (encoder.usage_chunk(counted(final)), DONE)
 
         fault = stream_fault(config.fault) if faulted else None
-        plan = StreamPlan(answer, clock, encoder, tail, progress, fault)
+        plan = StreamPlan(
+            answer, clock, encoder, tail, progress, fault, close_after=config.close_after_stream
+        )
         return await write_stream(request, plan, headers)
     answer = await generate_silently(clock, progress, answer)
     # Only writing is left: the body goes out after this handler returns, _broken_body's

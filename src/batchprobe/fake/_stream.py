@@ -53,6 +53,8 @@ class StreamPlan:
     for, then ``[DONE]``."""
     progress: Progress
     fault: StreamFault | None = None
+    close_after: bool = False
+    """Close the connection once the reply is written (``close_after_stream``)."""
 
 
 async def write_stream(
@@ -64,12 +66,22 @@ async def write_stream(
         await response.prepare(request)
         if await _emit(response, plan):
             await response.write_eof()
+            if plan.close_after and request.transport is not None:
+                _close_unannounced(request.transport)
         elif request.transport is not None:
             # truncated_stream: drop the connection mid-reply, no terminating chunk.
             request.transport.close()
     except ConnectionError:
         pass  # the client went away (or stopped reading a runaway reply); nobody to tell
     return response
+
+
+def _close_unannounced(transport: asyncio.BaseTransport) -> None:
+    """Close as llama-server does after a stream: at once, with no header to say so, and
+    without reading the next request (left unread, it makes the close a reset)."""
+    if isinstance(transport, asyncio.ReadTransport):
+        transport.pause_reading()
+    asyncio.get_running_loop().call_soon(transport.close)
 
 
 async def _emit(response: web.StreamResponse, plan: StreamPlan) -> bool:

@@ -82,6 +82,7 @@ def to_session(
         shape=item.shape,
         request_id=rec.request_id,
         error=rec.error,
+        reconnect=rec.reconnect,
         prompt_head=item.prompt[:_EXCERPT],
         expected_code=item.expected_code,
         answer_excerpt=rec.text[:_EXCERPT],

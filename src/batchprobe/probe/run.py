@@ -17,6 +17,7 @@ from batchprobe.client import OpenAIClient, Timeouts
 from batchprobe.errors import BatchprobeError, ConfigError, EngineDied, EngineUnreachable
 from batchprobe.probe.arm import ArmContext, generates, warm_up
 from batchprobe.probe.cache import cache_notes, cache_policy, launch_spec, skipped_shapes
+from batchprobe.probe.clients import arm_client, auto_procs, client_health, client_limit
 from batchprobe.probe.compare import compare
 from batchprobe.probe.endpoint import Endpoint, EndpointProvider, engine_died
 from batchprobe.probe.interrupts import Interrupts, signals_as_interrupt
@@ -29,6 +30,7 @@ from batchprobe.probe.sweep import envelope
 from batchprobe.probe.sweep_run import Sweep
 from batchprobe.probe.verdict import decide
 from batchprobe.probe.waves import run_waves
+from batchprobe.results.client import ClientHealth
 from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.findings import Finding, FindingKind, Severity
 from batchprobe.results.models import (
@@ -166,8 +168,12 @@ class ProbeRun:
             )
             # A failed warm-up is an error of the arm: the server failed a request, measured or not.
             arm.warm_up_error = (await warm_up(client, arm.spec.name, ctx)).error
-            self.listener.arm_started(arm, _requests(ctx, arm.spec))
-            arm.metrics = arm_metrics(arm.sessions, await run_waves(client, arm, ctx))
+            procs = self.client_procs(arm.spec.concurrency)
+            async with arm_client(client, procs) as sender:
+                await sender.loop_lag()  # the arm's window starts here
+                self.listener.arm_started(arm, _requests(ctx, arm.spec))
+                arm.metrics = arm_metrics(arm.sessions, await run_waves(sender, arm, ctx))
+                self.client_health(arm, await client_health(sender, arm, procs, ctx.thresholds))
             if arm.spec.concurrency > 1:
                 t = self.config.thresholds
                 await replay_wrong(client, arm, ctx, self.report.arms, t, [ctx.plans], mixed=False)
@@ -212,6 +218,15 @@ class ProbeRun:
             raise died
         if arm.server_alive_after is False:
             raise EngineDied(f"the server stopped answering after arm {spec.name}")
+
+    def client_procs(self, concurrency: int) -> int:
+        return self.config.client_procs or auto_procs(concurrency)
+
+    def client_health(self, arm: ArmResult, health: ClientHealth) -> None:
+        arm.client = health
+        warning = client_limit(arm)
+        if warning is not None:
+            self.report.warnings.append(warning)
 
     def served_by(self, ep: Endpoint, arm: ArmResult) -> None:
         arm.engine_version = ep.engine_version

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from batchprobe.errors import ConfigError
+from batchprobe.probe.clients import client_limit
 from batchprobe.probe.metrics import most_at_once
 from batchprobe.probe.verdict import judged_answers, reason_lines
 from batchprobe.results.findings import Finding, FindingKind, Judged
@@ -68,14 +69,17 @@ def step_record(
     m = arm.metrics
     n = arm.spec.concurrency
     breaches = []
-    if m is not None:
+    limited = client_limit(arm)
+    if m is not None and limited is None:
         for name, limit, dist in (
             ("TTFT", config.slo_ttft_p99_s, m.ttft_s),
             ("ITL", config.slo_itl_p99_s, m.itl_s),
         ):
             if limit is not None and dist is not None and dist.p99 > limit:
                 breaches.append(f"{name} p99 {dist.p99:.3f}s over the SLO {limit:.3f}s")
-    slo_given = config.slo_ttft_p99_s is not None or config.slo_itl_p99_s is not None
+    slo_given = limited is None and (
+        config.slo_ttft_p99_s is not None or config.slo_itl_p99_s is not None
+    )
     speedup = comparison.decode_speedup
     findings, judged = judgement
     hard = [f for f in findings if f.hard]
@@ -102,6 +106,7 @@ def step_record(
         scaling_efficiency=None if speedup is None else speedup / n,
         within_slo=(not breaches) if slo_given else None,
         slo_breaches=breaches,
+        client_limited=limited,
         server_load=load,
         client_overlap_max=most_at_once([s for s in arm.sessions if s.ok]),
         engine_rss_peak_mb=rss_peak_mb,

@@ -13,6 +13,7 @@ from batchprobe.client.types import RequestError
 from batchprobe.errors import EngineUnreachable
 from batchprobe.probe.arm import ArmContext, generates, warm_up
 from batchprobe.probe.cache import cache_policy, launch_spec
+from batchprobe.probe.clients import arm_client, client_health
 from batchprobe.probe.compare import compare
 from batchprobe.probe.endpoint import Endpoint, engine_died
 from batchprobe.probe.judge import is_reference, judge_arm, references
@@ -172,12 +173,15 @@ class Sweep:
         mixed wave's wall time."""
         throughput, mixed = plans
         pgid = ep.process.pgid if ep.process is not None else None
-        async with LoadSampler(ep.base_url, pgid) as sampler:
+        procs = self.run.client_procs(arm.spec.concurrency)
+        async with arm_client(client, procs) as sender, LoadSampler(ep.base_url, pgid) as sampler:
+            await sender.loop_lag()  # the step's window starts here
             t0 = time.perf_counter()
             if throughput is not None:
-                await run_mixed_wave(client, arm, dataclasses.replace(ctx, plans=[throughput]), t0)
-            mixed_wall = await run_mixed_wave(client, arm, dataclasses.replace(ctx, plans=mixed), t0)
+                await run_mixed_wave(sender, arm, dataclasses.replace(ctx, plans=[throughput]), t0)
+            mixed_wall = await run_mixed_wave(sender, arm, dataclasses.replace(ctx, plans=mixed), t0)
             wall = time.perf_counter() - t0
+            self.run.client_health(arm, await client_health(sender, arm, procs, ctx.thresholds))
         arm.metrics = arm_metrics(arm.sessions, wall, every_shape=True)
         return sampler, mixed_wall
 

@@ -12,7 +12,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from batchprobe.client import OpenAIClient
+from batchprobe.client import Completer
 from batchprobe.client.types import CompletionRequest, RequestRecord
 from batchprobe.probe.arm import ArmContext, to_session
 from batchprobe.results.models import ArmResult
@@ -138,7 +138,7 @@ def _request(item: WorkItem, copy_index: int, arm: str, ctx: ArmContext, cached:
 
 
 async def _send(
-    client: OpenAIClient,
+    client: Completer,
     arm: ArmResult,
     ctx: ArmContext,
     wave: _Wave,
@@ -187,7 +187,7 @@ async def _send(
 
 
 async def _phases(
-    client: OpenAIClient,
+    client: Completer,
     arm: ArmResult,
     ctx: ArmContext,
     plan: ShapePlan,
@@ -232,7 +232,7 @@ def _wave_result(
     )
 
 
-async def run_waves(client: OpenAIClient, arm: ArmResult, ctx: ArmContext) -> float:
+async def run_waves(client: Completer, arm: ArmResult, ctx: ArmContext) -> float:
     """Every shape's wave in order; return the arm's wall time."""
     t0 = time.perf_counter()
     limit = asyncio.Semaphore(arm.spec.concurrency)
@@ -244,7 +244,7 @@ async def run_waves(client: OpenAIClient, arm: ArmResult, ctx: ArmContext) -> fl
 
 
 async def run_mixed_wave(
-    client: OpenAIClient, arm: ArmResult, ctx: ArmContext, t0: float | None = None
+    client: Completer, arm: ArmResult, ctx: ArmContext, t0: float | None = None
 ) -> float:
     """A sweep step: every shape's sends in one wave, at most ``concurrency`` in flight.
 

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from batchprobe.client.types import ErrorKind, RequestError
+from batchprobe.results.client import ClientHealth
 from batchprobe.results.sessions import SessionResult, Workload
 from batchprobe.results.shapes import WaveResult
 
@@ -135,6 +136,9 @@ class ArmResult(_Model):
         "replays' flip rate is held against.",
     )
     warnings: list[str] = Field(default_factory=list)
+    client: ClientHealth | None = Field(
+        default=None, description="The client's processes, connections and loop lag in this arm."
+    )
 
 
 class Divergence(_Model):

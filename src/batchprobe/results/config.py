@@ -88,6 +88,13 @@ class RunConfig(_Model):
         "none fits.",
     )
     thresholds: Thresholds = Field(default_factory=Thresholds)
+    client_procs: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="Client processes an arm's sessions are sharded over [default: 1, or one per "
+        "256 sessions of the deepest arm up to the machine's cores].",
+    )
     patches: list[str] = Field(default_factory=list)
     engine_args: list[str] = Field(
         default_factory=list,

@@ -41,6 +41,10 @@ class SessionResult(_Model):
     session: int = Field(description="Index of the item; the same item has the same index in every arm.")
     request_id: str
     error: RequestError | None = None
+    reconnect: str | None = Field(
+        default=None,
+        description="Why the request went out twice: its first send provably never reached the server.",
+    )
     prompt_head: str = Field(default="", description="The first characters of the prompt.")
     expected_code: str | None = Field(default=None, description="recall: this session's needle")
     hit: bool | None = Field(default=None, description="recall: own code found in the answer")

@@ -82,7 +82,15 @@ class SweepStep(_Model):
         "below 1 when the mix is prefill-bound on this hardware.",
     )
     scaling_efficiency: float | None = Field(default=None, description="speedup / n")
-    within_slo: bool | None = Field(default=None, description="None: no SLO was given.")
+    within_slo: bool | None = Field(
+        default=None,
+        description="None: no SLO was given, or the client's own timings could not be trusted.",
+    )
+    client_limited: str | None = Field(
+        default=None,
+        description="Why this step's TTFT/ITL are not the server's: a client loop lagged past "
+        "the threshold (the arm's client.loop_lag); the SLOs were not judged on them.",
+    )
     slo_breaches: list[str] = Field(default_factory=list)
     server_load: ServerLoad | None = Field(
         default=None, description="None: the server reports no running-request gauge."

@@ -87,6 +87,17 @@ class Thresholds(BaseModel):
             "numerics on engines that are not batch-invariant, so it is reported as a soft signal."
         ),
     )
+    client_lag_ms: float = Field(
+        default=2.0,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "A client process whose event loop's busy lag p99 is above this (its own work "
+            "delaying a ready callback) timestamps tokens late by as much: the arm gets a warning "
+            "and a sweep step's TTFT/ITL are not judged against the SLOs. One loop-iteration's "
+            "worth of tokens at 256 streams costs about 1 ms; 2 ms is well below a GPU's ITL."
+        ),
+    )
     buffered_span_ms: float = Field(
         default=2.0,
         ge=0,

@@ -1,0 +1,126 @@
+"""Client worker processes: the same plan gives verdicts of the same shape and outcome with
+one client process and with two, in every fault mode; and a client loop that cannot keep up
+says so in the verdict, where enough processes do not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from batchprobe.fake import FAULT_MODES, FakeServerConfig
+from batchprobe.probe.compare import compare
+from batchprobe.probe.sweep import step_record
+from batchprobe.results import ArmSpec, Report, RunConfig
+from batchprobe.results.sweep import SweepStep
+from batchprobe.results.thresholds import Thresholds
+
+from .fakeprobe import SESSIONS, probe
+
+# 64 streams of one token per packet, each due every millisecond: far more than one loop can
+# read, so every iteration of a single client's loop finds all 64 sockets ready (measured here:
+# a busy p99 of 30-60 ms, however loaded the machine, since the lag judged is the loop's own
+# CPU time, not its waits for a core). Over 16 processes each loop carries 4 streams; on two
+# cores loaded by other work a worker is still descheduled for 100 ms and more, and the tokens
+# that pile up meanwhile cost its next iteration up to about 2 ms (measured: 0.5-1.6 ms). The
+# threshold here is 5 ms: above what 16 processes show, far below what one does.
+WIDE = 64
+LAG_MS = 5.0
+FLOOD = FakeServerConfig(ttft_ms=0, itl_ms=1, batch_cap=WIDE)
+
+
+def _flood(tmp_path: Path, procs: int) -> Report:
+    return probe(
+        tmp_path,
+        FLOOD,
+        arms=[ArmSpec(name="wide", concurrency=WIDE)],
+        sessions=WIDE,
+        workloads=["decode"],
+        shapes=["burst"],
+        max_tokens=512,
+        client_procs=procs,
+        thresholds=Thresholds(client_lag_ms=LAG_MS),
+    )
+
+
+def _step(report: Report) -> SweepStep:
+    """The arm judged as a sweep step with an SLO any TTFT here breaches."""
+    [arm] = report.arms
+    config = RunConfig(base_url="http://127.0.0.1:1", slo_ttft_p99_s=1e-9)
+    return step_record(arm, compare(arm, arm), None, [], config, None, None, "sweep", "itself")
+
+
+def _lag_warnings(report: Report) -> list[str]:
+    return [w for w in report.warnings if "event loop lagged" in w]
+
+
+def test_one_overloaded_client_process_warns_that_its_timings_are_its_own(tmp_path: Path) -> None:
+    report = _flood(tmp_path, 1)
+    [arm] = report.arms
+    assert arm.client is not None and arm.client.procs == 1
+    assert not arm.client.trusted, arm.client.loop_lag
+    [warning] = _lag_warnings(report)
+    assert "arm wide" in warning and "busy p99" in warning
+    # A sweep takes none of its latency figures as the server's.
+    step = _step(report)
+    assert step.client_limited == warning
+    assert step.within_slo is None and step.slo_breaches == []
+
+
+def test_enough_client_processes_keep_up_and_do_not_warn(tmp_path: Path) -> None:
+    report = _flood(tmp_path, 16)
+    [arm] = report.arms
+    assert arm.client is not None and arm.client.procs == 16
+    assert [lag.role for lag in arm.client.loop_lag].count("worker") == 16
+    assert arm.client.trusted, arm.client.loop_lag
+    assert _lag_warnings(report) == []
+    assert len(arm.sessions) == WIDE and all(s.ok for s in arm.sessions)
+    step = _step(report)
+    assert step.client_limited is None and step.within_slo is False
+
+
+def _mode(fault: str) -> tuple[FakeServerConfig, dict[str, object]]:
+    """The fake in fault mode ``fault`` (hitting concurrent requests, so the serial references
+    stay clean), and the run settings that mode needs."""
+    base: dict[str, object] = {"ttft_ms": 5.0, "itl_ms": 4.0, "fault": fault}
+    overrides: dict[str, object] = {}
+    if fault == "exit_after":
+        base["exit_after"] = 4 + 2 * SESSIONS + 2
+        overrides["shapes"] = ["burst"]
+    elif fault != "none":
+        base["fault_when"] = "concurrent"
+    if fault == "hang":
+        overrides.update(request_timeout_s=1.0, shapes=["burst"])
+    return FakeServerConfig(**base), overrides  # type: ignore[arg-type]
+
+
+def _form(report: Report) -> tuple[object, ...]:
+    """The verdict's form: its arms and their waves, the shapes that ran, the comparisons."""
+    arms = [
+        (a.spec.name, a.spec.role, a.state, [(w.shape, w.sessions, w.requests) for w in a.waves])
+        for a in report.arms
+    ]
+    shapes = [(s.shape, s.ran) for s in report.shapes]
+    return (arms, shapes, [c.arm for c in report.comparisons], report.envelope is None)
+
+
+def _outcome(report: Report) -> tuple[object, ...]:
+    errored = [
+        (arm.spec.name, sorted({s.error.kind.value for s in arm.sessions if s.error}))
+        for arm in report.arms
+    ]
+    sessions = [
+        sorted((s.shape, s.session, s.situation.copy_index if s.situation else 0) for s in arm.sessions)
+        for arm in report.arms
+    ]
+    return (report.status, report.verdict.correct, errored, sessions)
+
+
+@pytest.mark.parametrize("fault", FAULT_MODES)
+def test_one_and_two_client_processes_give_the_same_verdict(tmp_path: Path, fault: str) -> None:
+    fake, overrides = _mode(fault)
+    one = probe(tmp_path / "one", fake, client_procs=1, **overrides)
+    two = probe(tmp_path / "two", fake, client_procs=2, **overrides)
+    assert _outcome(one) == _outcome(two)
+    assert [a.client.procs for a in two.arms if a.client] == [2] * len(two.arms)
+    assert _form(one) == _form(two)
