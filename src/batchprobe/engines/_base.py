@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from batchprobe.engines._known import KnownIssue
 from batchprobe.engines._types import (
@@ -39,6 +39,9 @@ class Engine(ABC):
     fatal_startup_patterns: ClassVar[tuple[str, ...]] = ()
     known_issues: ClassVar[tuple[KnownIssue, ...]] = ()
     runs_here: ClassVar[bool] = True
+    # What the engine loads: a GGUF file or a Hugging Face checkpoint folder (an alias such as
+    # gemma3-270m resolves to the one its engine takes).
+    model_format: ClassVar[Literal["gguf", "hf"]] = "hf"
 
     @abstractmethod
     def install_recipe(self, version: str, platform: PlatformName) -> InstallRecipe:

@@ -40,6 +40,7 @@ class LlamaCppPython(PipEngine):
     """llama_cpp.server: no batching; one request at a time."""
 
     name = "llama-cpp-python"
+    model_format = "gguf"
     aliases = ("llama_cpp_python", "llama_cpp.server")
     description = "llama-cpp-python's OpenAI server (GGUF models, one request at a time)."
     package = "llama-cpp-python"

@@ -12,6 +12,7 @@ from batchprobe.engines import (
     RunningEngine,
     diagnose,
     find_installation,
+    get_engine,
     install,
     launch,
 )
@@ -133,4 +134,5 @@ def engine_target(
         if ref.name != DEFAULT_ENGINE:
             raise ConfigError("--model", f"required with --engine {ref.name} (a path or alias)")
         model = DEFAULT_MODEL
-    return ref, str(resolve_model(model, cache_dir))
+    fmt = get_engine(ref.name).model_format
+    return ref, str(resolve_model(model, cache_dir, model_format=fmt))
