@@ -15,6 +15,7 @@ import pytest
 
 from batchprobe.engines import Installation, launch
 from batchprobe.models._toolenv import tools_python
+from batchprobe.probe.managed import engine_target
 from batchprobe.workload.decode import build_decode_items
 from batchprobe.workload.items import WorkItem
 from batchprobe.workload.recall import build_recall_items
@@ -52,8 +53,8 @@ def _hf_ids(checkpoint: Path, prompts: list[str]) -> list[list[int]]:
     return ids
 
 
-def _answers(base_url: str, model_id: str, items: list[WorkItem]) -> list[str]:
-    body = {"model": model_id, "max_tokens": 12, "temperature": 0, "cache_prompt": False}
+def _answers(base_url: str, model_id: str, items: list[WorkItem], **extra: object) -> list[str]:
+    body = {"model": model_id, "max_tokens": 12, "temperature": 0, **extra}
     return [post_json(base_url + "/v1/completions", {**body, "prompt": item.prompt}, timeout=600)
             ["choices"][0]["text"] for item in items]
 
@@ -81,7 +82,7 @@ def test_greedy_answers_equal_llama_cpp(
 ) -> None:
     items = _recall(256, 10)
     with launch("llama.cpp", gemma3_270m, "simple", 1, log_path=tmp_path / "l.log") as eng:
-        reference = _answers(eng.base_url, eng.model_id, items)
+        reference = _answers(eng.base_url, eng.model_id, items, cache_prompt=False)
     with launch("transformers", gemma3_270m_hf, "simple", 1, log_path=tmp_path / "t.log") as eng:
         unpacked = _answers(eng.base_url, eng.model_id, items)
     same = sum(a.strip() == b.strip() for a, b in zip(reference, unpacked, strict=True))
@@ -104,3 +105,12 @@ def test_mlx_lm_serial_recall_at_a_short_haystack(
     items = _recall(140, 10)
     with launch("mlx-lm", gemma3_270m_hf, "simple", 1, log_path=tmp_path / "m.log") as eng:
         assert _recall_rate(items, _answers(eng.base_url, eng.model_id, items)) >= 0.9
+
+
+def test_each_engine_gets_the_form_it_loads(gemma3_270m: Path, gemma3_270m_hf: Path) -> None:
+    assert engine_target("llama.cpp", None, None)[1] == str(gemma3_270m)
+    assert engine_target("llama-cpp-python", "gemma3-270m", None)[1] == str(gemma3_270m)
+    for engine in ("transformers", "mlx-lm", "vllm-mlx"):
+        assert engine_target(engine, "gemma3-270m", None)[1] == str(gemma3_270m_hf)
+    assert engine_target("transformers", None, None)[1] == str(gemma3_270m_hf)
+    assert json.loads((gemma3_270m_hf / "config.json").read_text())["tie_word_embeddings"]

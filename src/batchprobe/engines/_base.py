@@ -42,6 +42,9 @@ class Engine(ABC):
     # What the engine loads: a GGUF file or a Hugging Face checkpoint folder (an alias such as
     # gemma3-270m resolves to the one its engine takes).
     model_format: ClassVar[Literal["gguf", "hf"]] = "hf"
+    # The model a run uses when --model is not given: one that can do the probe's tasks
+    # (find its needle, count) at the default plan's size in reasonable time here; None: required.
+    default_model: ClassVar[str | None] = None
 
     @abstractmethod
     def install_recipe(self, version: str, platform: PlatformName) -> InstallRecipe:

@@ -92,9 +92,10 @@ def weights(reader: gguf.GGUFReader) -> dict[str, np.ndarray]:
     return out
 
 
-def model_config(reader: gguf.GGUFReader, vocab_size: int) -> dict[str, object]:
+def model_config(reader: gguf.GGUFReader) -> dict[str, object]:
     if field(reader, "general.architecture") != "gemma3":
         raise BadGGUF(f"architecture {field(reader, 'general.architecture')!r} is not gemma3")
+    vocab_size = len(reader.fields["tokenizer.ggml.tokens"].data)
     arch = "gemma3."
     layers = int(field(reader, arch + "block_count"))  # type: ignore[call-overload]
     pattern = ["sliding_attention"] * (SLIDING_PATTERN - 1) + ["full_attention"]
@@ -219,7 +220,7 @@ def write_tokenizer(reader: gguf.GGUFReader, out: Path) -> int:
 def main(source: Path, out: Path) -> None:
     try:
         reader = gguf.GGUFReader(str(source))
-        config = model_config(reader, len(vocabulary(reader)[0]))
+        config = model_config(reader)
         tensors = weights(reader)
     except (ValueError, KeyError, IndexError, TypeError, OSError, BadGGUF) as exc:
         sys.stderr.write(f"not a readable Gemma 3 GGUF ({source}): {type(exc).__name__}: {exc}\n")
