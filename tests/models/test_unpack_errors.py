@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,17 @@ def test_an_engine_without_a_default_model_needs_one() -> None:
     with pytest.raises(ConfigError) as info:
         engine_target("vllm-mlx", None, None)
     assert info.value.field == "--model" and "vllm-mlx" in str(info.value)
+
+
+@pytest.mark.engine  # the model-tools environment; mounts a 30 MB tmpfs (root, as CI runs)
+def test_a_disk_filling_up_mid_write_is_a_cache_error(gemma3_270m: Path, tmp_path: Path) -> None:
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=30m", "tmpfs", str(small)], check=True)
+    try:
+        with pytest.raises(ConfigError) as info:
+            unpack(gemma3_270m, small / "ckpt", needed_bytes=0)  # past the up-front check
+        assert info.value.field == "cache" and "no space left" in str(info.value)
+        _nothing_left(small / "ckpt")
+    finally:
+        subprocess.run(["umount", str(small)], check=True)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import gguf  # type: ignore[import-not-found, unused-ignore]
 import numpy as np  # type: ignore[import-not-found, unused-ignore]
+from safetensors import SafetensorError  # type: ignore[import-not-found, unused-ignore]
 from safetensors.numpy import save_file  # type: ignore[import-not-found, unused-ignore]
 
 NORMAL, CONTROL, USER_DEFINED, BYTE = 1, 3, 4, 6
@@ -234,8 +235,9 @@ def main(source: Path, out: Path) -> None:
                       "pad_token_id": config["pad_token_id"], "do_sample": False}
         (out / "generation_config.json").write_text(json.dumps(generation, indent=2))
         save_file(tensors, str(out / "model.safetensors"), metadata={"format": "pt"})
-    except OSError as exc:
-        if exc.errno == errno.ENOSPC:
+    except (OSError, SafetensorError) as exc:
+        # safetensors reports a full disk as its own error, naming the OS error.
+        if getattr(exc, "errno", None) == errno.ENOSPC or "os error 28" in str(exc):
             sys.stderr.write(f"no space left writing {out}: {exc}\n")
             raise SystemExit(4) from exc
         raise
