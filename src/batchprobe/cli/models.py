@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
+from batchprobe.engines._types import ModelFormat
 from batchprobe.models import ALIASES, resolve_model
-from batchprobe.models._resolve import MODEL_FORMATS, ModelFormat
+from batchprobe.models._resolve import MODEL_FORMATS
 from batchprobe.models.tiny import TINY_FAMILIES, build_tiny
 from batchprobe.models.unpack import unpack
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from batchprobe.engines._known import KnownIssue
 from batchprobe.engines._types import (
@@ -13,6 +13,7 @@ from batchprobe.engines._types import (
     Installation,
     InstallRecipe,
     LaunchSpec,
+    ModelFormat,
     PlatformName,
 )
 from batchprobe.errors import ConfigError
@@ -41,7 +42,7 @@ class Engine(ABC):
     runs_here: ClassVar[bool] = True
     # What the engine loads: a GGUF file or a Hugging Face checkpoint folder (an alias such as
     # gemma3-270m resolves to the one its engine takes).
-    model_format: ClassVar[Literal["gguf", "hf"]] = "hf"
+    model_format: ClassVar[ModelFormat] = "hf"
     # The model a run uses when --model is not given: one that can do the probe's tasks
     # (find its needle, count) at the default plan's size in reasonable time here; None: required.
     default_model: ClassVar[str | None] = None

