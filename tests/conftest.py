@@ -80,7 +80,7 @@ def gemma3_270m() -> Path:
 
 @pytest.fixture(scope="session")
 def gemma3_270m_hf() -> Path:
-    # Unpacked from the GGUF into the cache once (~1 min, plus the model-tools env ~1.5 min).
+    # Unpacked from the GGUF into the cache once (~1 min, plus the model-tools env < 1 min).
     return resolve_model("gemma3-270m", model_format="hf")
 
 

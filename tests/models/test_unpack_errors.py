@@ -42,7 +42,7 @@ def test_unpack_rejects_an_unknown_alias(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "gemma3-270m" in result.output
 
 
-@pytest.mark.engine  # the model-tools environment (~1.5 min once)
+@pytest.mark.engine  # the model-tools environment (< 1 min once)
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "not-gemma"])
 def test_a_damaged_gguf_is_a_model_error(gemma3_270m: Path, tmp_path: Path, damage: str) -> None:
     bad = tmp_path / "bad.gguf"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from batchprobe.engines._envs import _locked
 from batchprobe.errors import ConfigError
-from batchprobe.models._toolenv import tools_python
+from batchprobe.models import _toolenv
 
 SCRIPT = Path(__file__).with_name("_unpack_gguf_script.py")
 # float32 weights (268 M values) plus a 16 MB tokenizer, with room to spare.
@@ -25,8 +25,9 @@ _BAD_GGUF, _NO_SPACE = 3, 4
 
 
 def recipe_hash() -> str:
-    """Changes whenever the unpacker does, so a changed unpacker builds a new checkpoint."""
-    return hashlib.sha256(SCRIPT.read_bytes()).hexdigest()[:12]
+    """Changes with the unpacker or its environment's pins: either builds a new checkpoint."""
+    recipe = SCRIPT.read_bytes() + _toolenv.recipe_hash().encode()
+    return hashlib.sha256(recipe).hexdigest()[:12]
 
 
 def _check_space(folder: Path, needed: int) -> None:
@@ -51,7 +52,7 @@ def unpack(gguf: Path, target: Path, *, cache_dir: Path | None = None,
     if not gguf.is_file():
         raise ConfigError("model", f"{gguf} is not a file")
     _check_space(target.parent, needed_bytes)
-    python = tools_python(cache_dir)
+    python = _toolenv.tools_python(cache_dir)
     staging = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     done = subprocess.run(
