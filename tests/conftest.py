@@ -13,7 +13,7 @@ from batchprobe.models import resolve_model, tiny_gemma3, tiny_gemma4
 # use them, so that `pytest -m "not engine"` stays a quick loop on an empty cache.
 ENGINE_FIXTURES = frozenset({
     "mlx_lm_env", "transformers_env", "llama_env", "tiny_gemma3_dir", "gemma3_270m",
-    "tiny_gemma4_dir", "vllm_mlx_030", "vllm_mlx_060",
+    "tiny_gemma4_dir", "vllm_mlx_030", "vllm_mlx_060", "gemma3_270m_hf",
 })  # fmt: skip
 
 
@@ -76,6 +76,12 @@ def tiny_gemma3_dir(tmp_path_factory: pytest.TempPathFactory, mlx_lm_env: Instal
 @pytest.fixture(scope="session")
 def gemma3_270m() -> Path:
     return resolve_model("gemma3-270m")
+
+
+@pytest.fixture(scope="session")
+def gemma3_270m_hf() -> Path:
+    # Unpacked from the GGUF into the cache once (~1 min, plus the model-tools env < 1 min).
+    return resolve_model("gemma3-270m", model_format="hf")
 
 
 @pytest.fixture(scope="session")

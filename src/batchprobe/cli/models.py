@@ -1,4 +1,4 @@
-"""`batchprobe models resolve|build-tiny`: thin wrappers over batchprobe.models."""
+"""`batchprobe models resolve|unpack|build-tiny`: thin wrappers over batchprobe.models."""
 
 from __future__ import annotations
 
@@ -6,8 +6,11 @@ from pathlib import Path
 
 import click
 
-from batchprobe.models import resolve_model
+from batchprobe.engines._types import ModelFormat
+from batchprobe.models import ALIASES, resolve_model
+from batchprobe.models._resolve import MODEL_FORMATS
 from batchprobe.models.tiny import TINY_FAMILIES, build_tiny
+from batchprobe.models.unpack import unpack
 
 
 @click.group(name="models")
@@ -17,9 +20,21 @@ def models() -> None:
 
 @models.command(name="resolve")
 @click.argument("model")
-def resolve_cmd(model: str) -> None:
+@click.option(
+    "--format", "model_format", type=click.Choice(MODEL_FORMATS), default="gguf",
+    show_default=True, help="What the engine loads: a GGUF file or a Hugging Face checkpoint.",
+)
+def resolve_cmd(model: str, model_format: ModelFormat) -> None:
     """Print the local path of MODEL (an alias such as gemma3-270m, or a path)."""
-    click.echo(str(resolve_model(model)))
+    click.echo(str(resolve_model(model, model_format=model_format)))
+
+
+@models.command(name="unpack")
+@click.argument("model", type=click.Choice(ALIASES))
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+def unpack_cmd(model: str, directory: Path) -> None:
+    """Unpack MODEL's GGUF into a Hugging Face checkpoint in DIRECTORY (replaced if present)."""
+    click.echo(str(unpack(resolve_model(model), directory)))
 
 
 @models.command(name="build-tiny")

@@ -13,6 +13,7 @@ from batchprobe.engines._types import (
     Installation,
     InstallRecipe,
     LaunchSpec,
+    ModelFormat,
     PlatformName,
 )
 from batchprobe.errors import ConfigError
@@ -39,6 +40,12 @@ class Engine(ABC):
     fatal_startup_patterns: ClassVar[tuple[str, ...]] = ()
     known_issues: ClassVar[tuple[KnownIssue, ...]] = ()
     runs_here: ClassVar[bool] = True
+    # What the engine loads: a GGUF file or a Hugging Face checkpoint folder (an alias such as
+    # gemma3-270m resolves to the one its engine takes).
+    model_format: ClassVar[ModelFormat] = "hf"
+    # The model a run uses when --model is not given: one that can do the probe's tasks
+    # (find its needle, count) at the default plan's size in reasonable time here; None: required.
+    default_model: ClassVar[str | None] = None
 
     @abstractmethod
     def install_recipe(self, version: str, platform: PlatformName) -> InstallRecipe:

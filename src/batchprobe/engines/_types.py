@@ -14,6 +14,8 @@ from batchprobe.errors import ConfigError
 Mode = Literal["simple", "batching"]
 MODES: tuple[Mode, ...] = ("simple", "batching")
 PlatformName = Literal["linux", "macos-arm64", "other"]
+# What an engine loads: a GGUF file or a Hugging Face checkpoint folder.
+ModelFormat = Literal["gguf", "hf"]
 Api = Literal["completions", "chat"]
 LOOPBACK = "127.0.0.1"
 

@@ -47,6 +47,8 @@ class LlamaCpp(Engine):
     """llama-server: continuous batching over `-np` slots by default."""
 
     name = "llama.cpp"
+    default_model = "gemma3-270m"
+    model_format = "gguf"
     aliases = ("llama-cpp", "llama_cpp", "llamacpp", "llama-server")
     description = "llama.cpp's llama-server (GGUF models), built locally and cached by version."
     package = "llama-cpp-python"

@@ -40,6 +40,8 @@ class LlamaCppPython(PipEngine):
     """llama_cpp.server: no batching; one request at a time."""
 
     name = "llama-cpp-python"
+    default_model = "gemma3-270m"
+    model_format = "gguf"
     aliases = ("llama_cpp_python", "llama_cpp.server")
     description = "llama-cpp-python's OpenAI server (GGUF models, one request at a time)."
     package = "llama-cpp-python"

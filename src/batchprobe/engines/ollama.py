@@ -24,6 +24,7 @@ class Ollama(Engine):
     """Ollama loads models by name (e.g. `gemma3:270m`), not by path."""
 
     name = "ollama"
+    model_format = "gguf"
     description = "Ollama (external binary on PATH); OLLAMA_NUM_PARALLEL sets the slots."
     default_version = None
     readiness_path = "/api/version"

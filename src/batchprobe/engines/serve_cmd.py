@@ -35,6 +35,7 @@ class ServeCmd(Engine):
     """Any OpenAI-compatible server started by a command line; the mode is the user's business."""
 
     name = "serve-cmd"
+    model_format = "gguf"  # the user's command decides; the alias keeps its GGUF
     aliases = ("serve_cmd",)
     description = "your own server command; needs --serve-cmd with {port} (and {model})."
     readiness_path = "/v1/models"

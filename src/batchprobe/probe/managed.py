@@ -12,6 +12,7 @@ from batchprobe.engines import (
     RunningEngine,
     diagnose,
     find_installation,
+    get_engine,
     install,
     launch,
 )
@@ -127,16 +128,20 @@ class EngineProvider:
 
 
 DEFAULT_ENGINE = "llama.cpp"
-DEFAULT_MODEL = "gemma3-270m"
 
 
 def engine_target(
     engine: str | None, model: str | None, cache_dir: Path | None
 ) -> tuple[EngineRef, str]:
-    """The engine and the model path to launch; the default run is llama.cpp + gemma3-270m."""
+    """The engine and the model path to launch; the default run is llama.cpp + gemma3-270m.
+
+    Without ``model`` an engine's own default model is used (gemma3-270m, as a GGUF or as its
+    unpacked checkpoint, where the engine runs it fast enough for the default plan).
+    """
     ref = EngineRef.parse(DEFAULT_ENGINE if engine is None else engine)
+    spec = get_engine(ref.name)
     if model is None:
-        if ref.name != DEFAULT_ENGINE:
+        if spec.default_model is None:
             raise ConfigError("--model", f"required with --engine {ref.name} (a path or alias)")
-        model = DEFAULT_MODEL
-    return ref, str(resolve_model(model, cache_dir))
+        model = spec.default_model
+    return ref, str(resolve_model(model, cache_dir, model_format=spec.model_format))
