@@ -20,7 +20,7 @@ def turns() -> tuple[list[WorkItem], list[WorkItem], list[WorkItem]]:
     """The shape's completions conversation, its chat one, and its count continuation."""
     ctx = ShapeContext(
         run_id="f", seed=1, sessions=4, haystack_tokens=300, max_tokens=24,
-        recall_max_tokens=16, prompt_style="completion", chars_per_token=3.2, serves_chat=True,
+        recall_max_tokens=16, prompt_style="completion", chars_per_token=3.2, both_paths=True,
     )  # fmt: skip
     by: dict[int, list[WorkItem]] = {}
     for item in default_shapes().get("conversation").build(ctx).items:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from batchprobe.fake import FAULT_MODES, FakeServerConfig
+from batchprobe.fake._config import TURN_FAULTS
 from batchprobe.probe.compare import compare
 from batchprobe.probe.sweep import step_record
 from batchprobe.results import ArmSpec, Report, RunConfig
@@ -47,7 +48,7 @@ def _step(report: Report) -> SweepStep:
     """The arm judged as a sweep step with an SLO any TTFT here breaches."""
     [arm] = report.arms
     config = RunConfig(base_url="http://127.0.0.1:1", slo_ttft_p99_s=1e-9)
-    return step_record(arm, compare(arm, arm), None, [], config, None, None, "sweep", "itself")
+    return step_record(arm, compare(arm, arm), None, ([], []), config, None, None, "sweep", "itself")
 
 
 def _lag_warnings(report: Report) -> list[str]:
@@ -89,6 +90,8 @@ def _mode(fault: str) -> tuple[FakeServerConfig, dict[str, object]]:
         overrides["shapes"] = ["burst"]
     elif fault != "none":
         base["fault_when"] = "concurrent"
+    if fault in TURN_FAULTS:
+        base["prefix_cache"] = True  # a conversation bug lives in a prefix cache
     if fault == "hang":
         overrides.update(request_timeout_s=1.0, shapes=["burst"])
     return FakeServerConfig(**base), overrides  # type: ignore[arg-type]

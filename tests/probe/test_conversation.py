@@ -22,7 +22,7 @@ def context(serves_chat: bool = True, prompt_style: str = "completion") -> Shape
     return ShapeContext(
         run_id="r1", seed=3, sessions=4, haystack_tokens=600, max_tokens=48,
         recall_max_tokens=16, prompt_style=prompt_style, chars_per_token=3.2,
-        serves_chat=serves_chat,
+        both_paths=serves_chat,
     )  # fmt: skip
 
 

@@ -188,6 +188,11 @@ def test_compare_of_sweeps_shows_envelopes_per_n_rows_and_the_overlay(
     assert "not run" in comp.per_n[depths.index(3)].values[0], "N=3 only the bisection ran"
     for view, cell in (("clean", "largest correct N"), (failing_sweep.stem, "first failing N")):
         assert view in result.output and cell in result.output
+    # The regression reads as a finding, in one line, first; no "not run" lines.
+    first = comp.regressions[0]
+    assert first.check == "run.envelope" and first.message == (
+        f"now fails at N={failing_n}; was correct to N={healthy.envelope.largest_correct_n}")
+    assert not any("not run" in r.message or "did not run" in r.message for r in comp.regressions)
     html = html_path.read_text(encoding="utf-8")
     page = _parse(html)
     assert 'id="plot-overlay"' in html and "<svg" in html and "script" not in page.tags

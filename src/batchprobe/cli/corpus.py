@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 
 from batchprobe.cli._boundary import set_exit_code
 from batchprobe.cli._render import RichListener
@@ -24,7 +24,8 @@ def corpus() -> None:
 @corpus.command(name="list")
 def list_cmd() -> None:
     """List the cases: id, engine, versions (label=version) and the bug."""
-    table = Table("case", "engine", "versions", "title")
+    # The case id is one to copy: never folded.
+    table = Table(Column("case", no_wrap=True), "engine", "versions", "title")
     for case in default_corpus():
         versions = ", ".join(f"{v.label}={v.version}" for v in case.versions)
         table.add_row(case.case_id, case.engine, versions, case.title)

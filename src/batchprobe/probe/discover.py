@@ -39,6 +39,27 @@ async def serves_other_path(
     return record.error is None
 
 
+_NOT_SERVED = frozenset({404, 405, 501})
+
+
+async def refuses(
+    client: OpenAIClient, run_id: str, api: Api, extra: dict[str, JsonValue]
+) -> bool:
+    """Whether the server refuses a 1-token generation over ``api`` outright (404, 405, 501):
+    a path it does not serve, not one that failed once."""
+    record = await client.complete(
+        CompletionRequest(
+            request_id=f"{run_id}-probe-{api}-served",
+            api=api,
+            prompt=f"[probe {run_id}] Say hello.",
+            max_tokens=1,
+            extra_body=dict(extra),
+        )
+    )
+    error = record.error
+    return error is not None and error.http_status in _NOT_SERVED
+
+
 async def accepts_top_logprobs(
     client: OpenAIClient, run_id: str, prompt_style: str, extra: dict[str, JsonValue], top: int
 ) -> bool:

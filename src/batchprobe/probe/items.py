@@ -137,12 +137,12 @@ async def _context(
 ) -> tuple[ShapeContext, list[str]]:
     notes: list[str] = []
     cpt = None
-    switched = await _served_style(cfg, run_id, client, extra)
+    wanted = set(cfg.shapes) if cfg.shapes is not None else None
+    both_paths, switched = await _paths(cfg, run_id, client, extra, wanted)
     notes += [switched] if switched else []
     if "recall" in cfg.workloads:
         cpt, note = await calibrate_chars_per_token(client, run_id, cfg.prompt_style)
         notes += [note] if note else []
-    wanted = set(cfg.shapes) if cfg.shapes is not None else None
     # Only what the shapes asked for is asked of the server. Tokenizer questions first:
     # llama-server drops a kept-alive connection after a stream without saying so, and
     # discovery requests are not resent.
@@ -155,7 +155,6 @@ async def _context(
         if _any(wanted, "early", "params")
         else discover.FALLBACK_TOKENS_PER_NUMBER
     )
-    both_paths = _any(wanted, "join", "ragged", "early", "repeat", "params", "conversation")
     top_logprobs = _any(wanted, "params") and await discover.accepts_top_logprobs(
         client, run_id, cfg.prompt_style, extra, TOP_LOGPROBS
     )
@@ -170,8 +169,7 @@ async def _context(
         recall_max_tokens=cfg.recall_max_tokens,
         prompt_style=cfg.prompt_style,
         chars_per_token=cpt or DEFAULT_CHARS_PER_TOKEN,
-        both_paths=both_paths and not switched
-        and await discover.serves_other_path(client, run_id, cfg.prompt_style, extra),
+        both_paths=both_paths,
         bias_tokens=biases,
         top_logprobs=top_logprobs,
         tokens_per_number=per_number,
@@ -181,22 +179,24 @@ async def _context(
     return ctx, notes
 
 
-async def _served_style(
-    cfg: RunConfig, run_id: str, client: OpenAIClient, extra: dict[str, JsonValue]
-) -> str | None:
-    """A completion-style run against a server that refuses /v1/completions but answers
-    /v1/chat/completions goes over chat (``cfg.prompt_style`` becomes "chat"); the note."""
-    if cfg.prompt_style != "completion":
-        return None
-    if await discover.serves_other_path(client, run_id, "chat", extra):
-        return None  # /v1/completions answered
-    if not await discover.serves_other_path(client, run_id, "completion", extra):
-        return None  # neither answered: the baseline says what it gets
-    cfg.prompt_style = "chat"
-    return (
-        "the server refused a 1-token generation over /v1/completions and answered one over "
-        "/v1/chat/completions: every request goes over chat (--prompt-style chat)"
-    )
+async def _paths(
+    cfg: RunConfig, run_id: str, client: OpenAIClient, extra: dict[str, JsonValue],
+    wanted: set[str] | None,
+) -> tuple[bool, str | None]:
+    """Whether the shapes send every other item over the other request path (only after a
+    real 1-token generation over it succeeded), and a note when a completion-style run goes
+    over chat because the server refuses /v1/completions (``cfg.prompt_style`` becomes "chat")."""
+    if not _any(wanted, "join", "ragged", "early", "repeat", "params", "conversation"):
+        return False, None
+    if not await discover.serves_other_path(client, run_id, cfg.prompt_style, extra):
+        return False, None
+    if cfg.prompt_style == "completion" and await discover.refuses(client, run_id, "completions", extra):
+        cfg.prompt_style = "chat"
+        return False, (
+            "the server refused /v1/completions (a 1-token generation) and serves "
+            "/v1/chat/completions: every request goes over chat (--prompt-style chat)"
+        )
+    return True, None
 
 
 async def build_plans(
