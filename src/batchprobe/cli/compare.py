@@ -37,9 +37,10 @@ def compare(verdicts: tuple[Path, ...], gate: bool, max_throughput_drop: float,
             html_path: Path | None, md_path: Path | None, labels: tuple[str, ...]) -> None:
     """Compare verdicts of the same plan (engines, versions, patches) against the first one.
 
-    A regression: a check that passed in the first run and fails in another, a decode
-    throughput drop beyond --max-throughput-drop, a recall drop beyond the first run's
-    --max-recall-drop. With $GITHUB_STEP_SUMMARY set, the markdown is appended to it.
+    A regression: a check that fails in another run and did not in the first (PASS to FAIL
+    always is one), a planned arm that did not run, a sweep correct to a shallower depth, a
+    decode throughput drop beyond --max-throughput-drop. With $GITHUB_STEP_SUMMARY set, the
+    markdown is appended to it.
 
     Exit codes: 0 compared (no regression, or no --gate), 1 regression with --gate,
     2 a file cannot be read or the runs are not comparable.

@@ -89,7 +89,6 @@ PROBE_OPTIONS = [
     _run_option("request_seed", "--request-seed"),
     _run_option("min_speedup", "--min-speedup"),
     _run_option("recall_floor", "--recall-floor"),
-    _run_option("max_recall_drop", "--max-recall-drop"),
     _run_option("strict_greedy", "--strict-greedy"),
     _run_option("logprobs", "--logprobs",
                 help="Record chosen-token logprobs and report their largest drift across arms."),

@@ -124,8 +124,8 @@ def _facts(reports: list[Report]) -> list[TextRow]:
         ("sessions", lambda r: r.config.sessions),
         ("workloads", lambda r: ", ".join(r.config.workloads)),
         ("arms", lambda r: ", ".join(a.name for a in r.config.arms)),
-        ("thresholds", lambda r: (f"speedup >= {r.config.thresholds.min_speedup:g}x, recall drop "
-                                  f"<= {r.config.thresholds.max_recall_drop:.0%}, strict greedy "
+        ("thresholds", lambda r: (f"speedup >= {r.config.thresholds.min_speedup:g}x, "
+                                  "strict greedy "
                                   f"{'on' if r.config.thresholds.strict_greedy else 'off'}")),
     ]
     return [TextRow(label=label, values=[str(get(r) or "-") for r in reports])

@@ -29,17 +29,6 @@ class Thresholds(BaseModel):
             "even alone): the verdict is INCONCLUSIVE on recall and suggests a shorter haystack."
         ),
     )
-    max_recall_drop: float = Field(
-        default=0.15,
-        ge=0,
-        le=1,
-        allow_inf_nan=False,
-        description=(
-            "compare --gate only: the largest drop of an arm's recall figure between two runs "
-            "that is not a regression. The judge itself tolerates no miss: a wrong answer is "
-            "replayed, and only one that does not come back is a (soft) numerics flip."
-        ),
-    )
     replays: int = Field(
         default=3,
         ge=1,
