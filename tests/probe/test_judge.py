@@ -280,9 +280,26 @@ def test_a_failed_warm_up_is_an_error_of_its_arm() -> None:
     assert warm and warm[0].hard and warm[0].shape is None and verdict.correct is False
 
 
-def test_nothing_judged_is_not_correct() -> None:
+def test_a_model_that_cannot_count_is_judged_on_what_holds_on_any_model() -> None:
+    # Serial references that fail their own count (a random tiny model): the counts are not
+    # judged, but usage and a 'length' finish short of the row's own max_tokens are.
     serial = _arm("serial", 1, [_count("serial", i, _numbers(9, 8), ok=False) for i in range(4)])
     concurrent = [_count("c", i, _numbers(9, 8), ok=False) for i in range(4)]
     findings, verdict = _run(serial, _arm("c", 4, concurrent))
-    assert verdict.correct is None and verdict.judged_answers == 0
     assert (FindingKind.NOT_JUDGED, "info") in _kinds(findings)
+    assert verdict.correct is True and verdict.judged_answers == 4
+    concurrent[2] = _count("c", 2, _numbers(9, 3), ok=False, max_tokens=8)
+    concurrent[3] = _count("c", 3, _numbers(9, 4), ok=False, max_tokens=8, finish="stop")
+    findings, verdict = _run(serial, _arm("c", 4, concurrent))
+    early = [f for f in findings if f.kind is FindingKind.ENDED_EARLY]
+    assert [f.sessions for f in early] == [[2]] and verdict.correct is False
+
+
+def test_nothing_judged_is_not_correct() -> None:
+    serial = _arm("serial", 1, [_count("serial", i, _numbers(9, 8), ok=False) for i in range(4)])
+    serial.sessions[:] = [_refused("serial", i, 404) for i in range(4)]
+    serial.sessions.append(_count("serial", 9, _numbers(9, 8)))
+    concurrent = [_refused("c", i, 404) for i in range(4)]
+    findings, verdict = _run(serial, _arm("c", 4, concurrent))
+    assert verdict.correct is None and verdict.judged_answers == 0
+    assert {f.kind for f in findings} == {FindingKind.UNSUPPORTED}

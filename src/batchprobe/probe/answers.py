@@ -54,15 +54,26 @@ def _stops(s: SessionResult) -> list[str]:
     return s.situation.stop if s.situation is not None else []
 
 
+def short_length(s: SessionResult, slack: int) -> str | None:
+    """A reply that says it ran out of tokens short of its own max_tokens (it ran with
+    another row's): judged on any model, whatever its text."""
+    limit = _max_tokens(s)
+    got = tokens(s)
+    if limit is not None and s.error is None and s.finish_reason == "length" and got + slack < limit:
+        return f"finish 'length' after {got} of its max_tokens {limit}"
+    return None
+
+
 def ended_early(s: SessionResult, ref: SessionResult, slack: int) -> str | None:
     """A reply shorter than its own max_tokens where its reference reached it, with no
     reason of its own to stop: its stop string, or a finish its reference shared."""
     limit = _max_tokens(s)
     if limit is None or s.error is not None:
         return None
+    short = short_length(s, slack)
+    if short is not None:
+        return short
     got = tokens(s)
-    if s.finish_reason == "length" and got + slack < limit:
-        return f"finish 'length' after {got} of its max_tokens {limit}"
     if tokens(ref) + slack < limit or ref.finish_reason != "length" or got + slack >= limit:
         return None
     if s.finish_reason == "length":

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from batchprobe.client.types import ErrorKind
-from batchprobe.probe.answers import ended_early, not_top1, refused, usage_mismatch
+from batchprobe.probe.answers import ended_early, not_top1, refused, short_length, usage_mismatch
 from batchprobe.probe.divergence import sampled_divergence
 from batchprobe.results.arms import ArmComparison, ArmResult
 from batchprobe.results.findings import CheckName, Finding, FindingKind, Judged
@@ -193,6 +193,25 @@ def _content(
     return found
 
 
+def _undetermined(
+    arm: ArmResult, s: SessionResult, ref: SessionResult, t: Thresholds, tally: _Tally
+) -> list[Finding]:
+    """An answer whose reference answered but failed its own check (a model that cannot do
+    the task): its content is not judged, what holds on any model is: its usage, and a
+    'length' finish short of its own max_tokens. A clean early stop is not: an undetermined
+    text may end anywhere under other numerics."""
+    tally.count(s.shape, "cross_talk")
+    found = []
+    for name, kind, detail in (
+        ("length", FindingKind.ENDED_EARLY, short_length(s, t.length_slack)),
+        ("usage", FindingKind.USAGE, usage_mismatch(s, ref, t.length_slack)),
+    ):
+        tally.count(s.shape, name)  # type: ignore[arg-type]
+        if detail is not None:
+            found.append(_finding(arm, s, kind, detail))
+    return found
+
+
 def wrong_again(s: SessionResult, ref: SessionResult, t: Thresholds) -> bool:
     """A replayed answer went wrong again (any way at all)."""
     if s.error is not None or s.cross_talk_from or passed(s) is False:
@@ -300,11 +319,14 @@ def judge_arm(
         if s.cross_talk_from:
             found.append(_cross_talk(arm, s))
             continue
-        ref = refs.passed.get(s.session)
-        if reference or ref is None:
+        if reference:
             continue
-        tally.count(s.shape, "cross_talk")
-        found += _content(arm, s, ref, t, tally)
+        ref = refs.passed.get(s.session)
+        if ref is not None:
+            tally.count(s.shape, "cross_talk")
+            found += _content(arm, s, ref, t, tally)
+        elif s.session in refs.failed and refs.failed[s.session].error is None:
+            found += _undetermined(arm, s, refs.failed[s.session], t, tally)
     found = [_replayed(arm, f, refs, t) if f.kind in REPLAYABLE else f for f in found]
     flips = [f for f in found if f.kind is FindingKind.FLIP]
     replayable = sum(n for (_, check), n in tally.judged.items() if check in ("recall", "count"))
