@@ -2,6 +2,7 @@
 
 from batchprobe.results.checks import Check, CheckStatus, arm_correct, run_checks
 from batchprobe.results.diagnosis import Diagnosis
+from batchprobe.results.findings import Finding, FindingKind, Judged
 from batchprobe.results.models import (
     SCHEMA_VERSION,
     ArmComparison,
@@ -35,6 +36,9 @@ __all__ = [
     "Distribution",
     "Divergence",
     "Environment",
+    "Finding",
+    "FindingKind",
+    "Judged",
     "Outcome",
     "Report",
     "RunConfig",
