@@ -68,7 +68,10 @@ def test_a_shape_triggered_fault_fails_that_shape_only(
 ) -> None:
     report = probe(tmp_path, fake(fault=fault, fault_when=when))
     assert report.verdict.outcome is Outcome.FAIL and report.verdict.correct is False
-    blamed = {m for r in report.verdict.reasons for m in _SHAPE_IN_REASON.findall(r)}
+    # The failures (soft lines name what was tolerated: a row of another shape that the
+    # trigger also hit once and that came right on replay).
+    hard = [r for r in report.verdict.reasons if not r.startswith(("soft:", "not judged:"))]
+    blamed = {m for r in hard for m in _SHAPE_IN_REASON.findall(r)}
     assert blamed == {when}, report.verdict.reasons
     line = next(r for r in report.verdict.reasons if f"shape {when}:" in r)
     named = {int(n) for n in re.findall(r"session (\d+)", line)}

@@ -200,7 +200,6 @@ def _undetermined(
     the task): its content is not judged, what holds on any model is: its usage, and a
     'length' finish short of its own max_tokens. A clean early stop is not: an undetermined
     text may end anywhere under other numerics."""
-    tally.count(s.shape, "cross_talk")
     found = []
     for name, kind, detail in (
         ("length", FindingKind.ENDED_EARLY, short_length(s, t.length_slack)),
@@ -316,6 +315,9 @@ def judge_arm(
             found.append(_error(arm, s, refs, reference))
             continue
         tally.count(s.shape, "errors")
+        if not reference:
+            # Every answer that came back is judged for another session's content.
+            tally.count(s.shape, "cross_talk")
         if s.cross_talk_from:
             found.append(_cross_talk(arm, s))
             continue
@@ -323,7 +325,6 @@ def judge_arm(
             continue
         ref = refs.passed.get(s.session)
         if ref is not None:
-            tally.count(s.shape, "cross_talk")
             found += _content(arm, s, ref, t, tally)
         elif s.session in refs.failed and refs.failed[s.session].error is None:
             found += _undetermined(arm, s, refs.failed[s.session], t, tally)
