@@ -80,6 +80,11 @@ def ended_early(s: SessionResult, ref: SessionResult, slack: int) -> str | None:
         return None
     if any(ref.text.startswith(s.text + stop) for stop in _stops(s)):
         return None  # its own stop string, where its reference has it
+    if not ref.text.startswith(s.text):
+        # It diverged before it stopped: another text may end anywhere (numerics on an engine
+        # that is not batch-invariant; the greedy comparison reports it). Only a reply that
+        # is its reference's text cut short has no reason of its own to stop.
+        return None
     return (
         f"ended with finish {s.finish_reason!r} after {got} tokens; its serial reference ran to "
         f"max_tokens {limit}"
