@@ -50,7 +50,7 @@ def test_every_step_of_the_default_plan_carries_every_role(tmp_path: Path) -> No
         params = mixed["params"]
         roles = Counter(i.role for i in params.items)
         assert set(roles) == PARAMS_ROLES, (depth, roles)
-        assert roles["open"] == roles["sampled"] >= 2 and roles["control"] == roles["open"]
+        assert roles["open"] >= 4 and roles["sampled"] >= 2 and roles["control"] == roles["open"]
         # Open rows ask for top logprobs; nothing else does.
         assert all((i.top_logprobs is not None) == (i.role == "open") for i in params.items)
         phases = {s.item.role: s.phase for s in params.sends}

@@ -16,8 +16,11 @@ Role = Literal["greedy", "open", "control", "sampled", "bias", "stop", "penalty"
 # next to a sampled one, and as many control rows (the same kind of prompt, greedy, sent in
 # the second phase beside greedy traffic only) to compare their divergence from serial with.
 # A wave of more sessions cycles through them again.
+# Four of each kind of open row: without logprobs their divergence is all a sampled greedy
+# row shows, and two against two can never reach the divergence test's p-value in one step.
 ROLES: tuple[Role, ...] = (
-    "open", "sampled", "greedy", "bias", "open", "sampled", "stop", "penalty", "control", "control"
+    "open", "sampled", "greedy", "bias", "open", "sampled", "stop", "penalty", "open", "open",
+    "control", "control", "control", "control",
 )  # fmt: skip
 BIAS = 100.0
 MAX_TOKENS = 32
