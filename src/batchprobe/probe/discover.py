@@ -10,7 +10,7 @@ from typing import BinaryIO
 from pydantic import JsonValue
 
 from batchprobe.client import OpenAIClient
-from batchprobe.client.types import Api, CompletionRequest
+from batchprobe.client.types import Api, CompletionRequest, RequestRecord
 from batchprobe.workload.items import CountSpec
 from batchprobe.workload.shapes import BiasToken
 
@@ -27,16 +27,23 @@ async def serves_other_path(
     style, completions for chat) answers a real 1-token generation. Only then do the
     shapes send every other item over it: a path a server does not serve is no bug of it."""
     api: Api = "completions" if prompt_style == "chat" else "chat"
-    record = await client.complete(
+    record = await _hello(client, f"{run_id}-probe-{api}", run_id, api, extra)
+    return record.error is None
+
+
+async def _hello(
+    client: OpenAIClient, request_id: str, run_id: str, api: Api, extra: dict[str, JsonValue]
+) -> RequestRecord:
+    """One unmeasured 1-token generation over ``api``."""
+    return await client.complete(
         CompletionRequest(
-            request_id=f"{run_id}-probe-{api}",
+            request_id=request_id,
             api=api,
             prompt=f"[probe {run_id}] Say hello.",
             max_tokens=1,
             extra_body=dict(extra),
         )
     )
-    return record.error is None
 
 
 _NOT_SERVED = frozenset({404, 405, 501})
@@ -47,15 +54,7 @@ async def refuses(
 ) -> bool:
     """Whether the server refuses a 1-token generation over ``api`` outright (404, 405, 501):
     a path it does not serve, not one that failed once."""
-    record = await client.complete(
-        CompletionRequest(
-            request_id=f"{run_id}-probe-{api}-served",
-            api=api,
-            prompt=f"[probe {run_id}] Say hello.",
-            max_tokens=1,
-            extra_body=dict(extra),
-        )
-    )
+    record = await _hello(client, f"{run_id}-probe-{api}-served", run_id, api, extra)
     error = record.error
     return error is not None and error.http_status in _NOT_SERVED
 
