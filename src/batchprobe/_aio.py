@@ -1,11 +1,11 @@
-"""The one event-loop helper: uvloop when installed (less CPU per token for the client and
-the fake server), asyncio's default loop otherwise."""
+"""The event-loop helpers: uvloop when installed (less CPU per token for the client and the
+fake server), asyncio's default loop otherwise; and a gather that cancels on failure."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -36,3 +36,16 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     finally:  # pragma: no cover
         asyncio.set_event_loop(None)
         loop.close()
+
+
+async def gather_all(*aws: Awaitable[T]) -> list[T]:
+    """Every result in order, like ``asyncio.gather``; but on the first failure the others are
+    cancelled (and awaited) before it is raised, so nothing is left waiting on a dead server."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise

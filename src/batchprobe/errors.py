@@ -13,6 +13,7 @@ original, and turned into exit codes and one clear line at the CLI boundary only
     │   ├── EngineFailedToStart    launched but never became ready
     │   │   └── EngineExitedEarly      ... because the process exited
     │   └── EngineDied             was ready, then stopped answering
+    │       └── EngineStalled          ... alive, but generating nothing (a dead worker thread)
     ├── ProbeInterrupted       SIGINT/SIGTERM during a run
     ├── ReportError            a verdict file that cannot be read (corrupt, truncated, newer)
     │   └── NotComparable          verdicts of different plans given to `compare`
@@ -34,6 +35,7 @@ __all__ = [
     "EngineFailedToStart",
     "EngineInstallFailed",
     "EngineNotInstalled",
+    "EngineStalled",
     "EngineUnreachable",
     "ManifestError",
     "NotComparable",
@@ -106,6 +108,11 @@ class EngineExitedEarly(EngineFailedToStart):
 
 class EngineDied(EngineError):
     """The engine was ready and then stopped answering."""
+
+
+class EngineStalled(EngineDied):
+    """The engine's process is alive and accepts requests, but nothing generates any more: a
+    request timed out, a 1-token request got no token and no other stream moved meanwhile."""
 
 
 class ProbeInterrupted(BatchprobeError):

@@ -49,7 +49,7 @@ def test_a_case_names_its_engine_s_known_issue_and_valid_run_options(
 
 
 def test_a_fixed_version_must_expect_a_clean_run_under_both_plans() -> None:
-    case = CASES.get("mlx-lm-rotating-cache-merge")
+    case = CASES.get("vllm-mlx-gemma4-shared-kv")
     data = case.model_dump(mode="json")
     fixed = next(v for v in data["versions"] if v["label"] == "fixed")
     assert fixed["expect"]["clean"] and fixed["expect_default"]["clean"]

@@ -136,7 +136,8 @@ def test_mlx_lm_tiny_gemma3_sweep_to_16(
 ) -> None:
     code, verdict, out = batchprobe_run(
         ["--engine", "mlx-lm", "--model", str(tiny_gemma3_dir), "--sweep", "1,2,4,8,16",
-         "--haystack-tokens", "128", "--max-tokens", "24", "--workloads", "decode"],
+         "--haystack-tokens", "128", "--max-tokens", "24", "--workloads", "decode",
+         "--patch", "mlx-lm-exact-cache-hit"],  # the conversation shape's exact-hit bug
         tmp_path / "verdict.json",
     )  # fmt: skip
     assert verdict["status"] == "ok", out

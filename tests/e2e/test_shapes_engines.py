@@ -32,10 +32,16 @@ def _no_false_fail(verdict: dict[str, Any], out: str) -> None:
 def test_mlx_lm_tiny_gemma3_every_shape_no_false_fail(
     mlx_lm_env: Installation, tiny_gemma3_dir: Path, tmp_path: Path
 ) -> None:
+    # mlx-lm 0.32.2 (its latest release) kills its generation thread on the conversation
+    # shape's exact prompt-cache hit, a real bug (the corpus case mlx-lm-exact-cache-hit shows
+    # it caught unpatched): every shape runs here with batchprobe's patch for it.
     code, verdict, out = batchprobe_run(
-        ["--engine", "mlx-lm", "--model", str(tiny_gemma3_dir), *TINY], tmp_path / "verdict.json"
-    )
+        ["--engine", "mlx-lm", "--model", str(tiny_gemma3_dir), *TINY,
+         "--patch", "mlx-lm-exact-cache-hit"],
+        tmp_path / "verdict.json",
+    )  # fmt: skip
     _no_false_fail(verdict, out)
+    assert verdict["patches_applied"] == ["mlx-lm-exact-cache-hit"]
     # A random model cannot count: its items are not judged, and the verdict says so.
     assert any("not judged" in r for r in verdict["verdict"]["reasons"])
     assert code == {"PASS": 0, "FAIL": 1}.get(verdict["verdict"]["outcome"], 2)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from batchprobe.engines import diagnose, last_traceback
 
 DATA = Path(__file__).with_name("data")
@@ -84,3 +86,18 @@ def test_long_tracebacks_are_trimmed() -> None:
         and block[1] == "  ..."
         and block[-1] == "KeyError: 'x'"
     )
+
+
+@pytest.mark.parametrize(
+    ("version", "log"),
+    [
+        ("0.31.2", ('  File "mlx_lm/generate.py", line 1638, in insert_segments\n'
+                    "    if len(seq[-1]) != 1:\n           ~~~^^^^\n"
+                    "IndexError: list index out of range\n")),
+        ("0.32.2", "ERROR - mlx_lm.server generation thread died: Sequence 1 has an empty prompt.\n"),
+    ],
+)  # fmt: skip
+def test_mlx_lm_exact_cache_hit_is_named_with_its_patch(version: str, log: str) -> None:
+    found = diagnose("mlx-lm", version, log, [])
+    assert [d.issue_id for d in found] == ["mlx-lm-exact-cache-hit"]
+    assert found[0].known and found[0].patch == "mlx-lm-exact-cache-hit"

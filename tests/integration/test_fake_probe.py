@@ -184,3 +184,27 @@ def test_logprobs_are_recorded_and_compared(tmp_path: Path) -> None:
     decode = [s for s in report.arms[1].sessions if s.workload == "decode"]
     assert decode and all(s.logprobs and len(s.logprobs) == len(s.pieces) for s in decode)
     assert report.comparisons[0].max_logprob_delta == 0.0
+
+
+def test_a_server_that_stops_generating_ends_the_run_at_its_first_timeout(
+    tmp_path: Path,
+) -> None:
+    # It stalls in the serial arm and its HTTP front stays up (a dead worker thread, as
+    # mlx-lm's): without the liveness check after the first timeout, each of the arm's later
+    # requests, and every later arm's, would wait out its own timeout.
+    report = probe(
+        tmp_path, fast(fault="stall", exit_after=6), request_timeout_s=2.0,
+        liveness_timeout_s=1.0, shapes=["burst"],
+    )  # fmt: skip
+    assert report.status is Status.ENGINE_DIED
+    assert report.error is not None and "stopped generating during arm serial" in (
+        report.error.message
+    )
+    serial = report.arms[0]
+    errored = [s for s in serial.sessions if s.error is not None]
+    assert [s.error.kind for s in errored if s.error] == [ErrorKind.TOTAL_TIMEOUT]
+    assert serial.sessions[-1] is errored[0]  # nothing was sent after it
+    assert len(serial.sessions) < 2 * SESSIONS  # the burst's items were not all sent
+    assert serial.server_alive_after is False and serial.state == "failed"
+    assert len(report.arms) == 1 or report.arms[1].sessions == []
+    assert report.verdict.correct is False and report.verdict.outcome is Outcome.FAIL

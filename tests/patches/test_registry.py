@@ -25,11 +25,11 @@ def test_gemma4_attention_is_registered_and_answers_the_known_issue() -> None:
     assert isinstance(info, PatchInfo)
     assert (info.engine, info.module) == ("vllm-mlx", "gemma4_attention")
     assert info.answers_issue_id == "vllm-mlx-gemma4-shared-kv"
-    assert patch_names() == ["gemma4-attention"]
+    assert patch_names() == ["gemma4-attention", "mlx-lm-exact-cache-hit"]
 
 
 def test_unknown_patch_names_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match=r"patch: unknown 'nope'; known: gemma4-attention") as err:
+    with pytest.raises(ConfigError, match=r"patch: unknown 'nope'; known: gemma4-attention, mlx-lm-exact-cache-hit") as err:
         get_patch("nope")
     assert err.value.field == "patch"
 
@@ -65,6 +65,7 @@ def test_exports_match_all() -> None:
         "registry",
         "shim",
         "gemma4_attention",
+        "mlx_lm_exact_cache_hit",
     }
     assert public == set(patches.__all__)
 

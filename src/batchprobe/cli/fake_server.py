@@ -80,7 +80,8 @@ def _build_config(**values: object) -> FakeServerConfig:
     "--exit-after",
     type=click.IntRange(min=1),
     default=None,
-    help="With --fault exit_after: exit (status 3) after this many answered requests.",
+    help="With --fault exit_after: exit (status 3) after this many answered requests; with "
+    "--fault stall: never answer a generation request after them (the HTTP front stays up).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the jitter.")
 @click.option(

@@ -25,6 +25,28 @@ ROTATING_MERGE = KnownIssue(
     fixed_in="0.31.2",
 )
 
+EXACT_CACHE_HIT = KnownIssue(
+    issue_id="mlx-lm-exact-cache-hit",
+    title="mlx-lm's generation thread dies on a prompt its prompt cache holds whole",
+    patterns=(r"has an empty prompt", r"if len\(seq\[-1\]\) != 1:"),
+    where="log",
+    affected=">=0.31.2",
+    explanation=(
+        "The server stores each finished request's KV under its prompt plus its generated "
+        "tokens. A later prompt equal to such a key (a completions client continuing a text with "
+        "its whole completion, a chat client re-sending a finished turn) is an exact hit that "
+        "leaves no token to process, and the batch generator is handed an empty prompt: the "
+        "generation thread dies (IndexError in insert_segments on 0.31.x, after which every "
+        "request hangs; 'Sequence N has an empty prompt' on 0.32.x, after which every request "
+        "fails). Measured on 0.31.2 and 0.32.2, the latest release."
+    ),
+    remedy=(
+        "Run with batchprobe's runtime patch (--patch mlx-lm-exact-cache-hit), which leaves an "
+        "exact hit's last token to process."
+    ),
+    patch="mlx-lm-exact-cache-hit",
+)
+
 
 def _minor(version: str) -> str:
     """``0.31`` of ``0.31.1``: the mlx release line an mlx-lm version was made with."""
@@ -40,7 +62,7 @@ class MlxLm(PipEngine):
     description = "Apple MLX's reference server (mlx_lm.server); MLX-format model directories."
     package = "mlx-lm"
     default_version = "0.32.2"
-    known_issues = (ROTATING_MERGE,)
+    known_issues = (ROTATING_MERGE, EXACT_CACHE_HIT)
     # A model that fails to load kills the generation thread; the HTTP server keeps
     # answering /health with 503 forever.
     fatal_startup_patterns = (r"generation thread died",)

@@ -19,6 +19,7 @@ Fault = Literal[
     "ignore_max_tokens",
     "huge_event",
     "exit_after",
+    "stall",
     "hang",
     "malformed_sse",
     "truncated_stream",
@@ -46,6 +47,9 @@ LogprobsFormat = Literal["openai", "llama_cpp", "none"]
 # What a warm-up request's prompt starts with (batchprobe.probe.arm's side requests).
 WARMUP_PREFIX = "[warm-up"
 LATE_FAULTS: tuple[str, ...] = LateFault.__args__  # type: ignore[attr-defined]
+
+# The faults that count answered requests (exit_after).
+_COUNTED = ("exit_after", "stall")
 
 # The faults that answer a conversation turn from the wrong cached prompt (fake._turns).
 TURN_FAULTS: tuple[str, ...] = ("conversation_leak", "stale_turn")
@@ -126,7 +130,9 @@ class FakeServerConfig(BaseModel):
 
     exit_after: int | None = Field(default=None, ge=1, validate_default=True)
     """With ``fault="exit_after"``: the server stops once this many generation requests have
-    been answered."""
+    been answered. With ``fault="stall"``: from then on it keeps answering everything else
+    (``/v1/models``, ``/health``) but never a generation request, as an engine whose worker
+    thread died behind a live HTTP front (mlx-lm's)."""
 
     seed: int = 0
     """Seeds the latency jitter. Generated text depends only on the prompt."""
@@ -163,8 +169,8 @@ class FakeServerConfig(BaseModel):
     @classmethod
     def _exit_after_matches_fault(cls, value: int | None, info: ValidationInfo) -> int | None:
         fault = info.data.get("fault")
-        if fault == "exit_after" and value is None:
-            raise ValueError("required (an integer >= 1) when fault is 'exit_after'")
-        if value is not None and fault != "exit_after":
-            raise ValueError(f"only allowed with fault 'exit_after', not {fault!r}")
+        if fault in _COUNTED and value is None:
+            raise ValueError(f"required (an integer >= 1) when fault is {fault!r}")
+        if value is not None and fault not in _COUNTED:
+            raise ValueError(f"only allowed with fault 'exit_after' or 'stall', not {fault!r}")
         return value

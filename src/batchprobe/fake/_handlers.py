@@ -111,9 +111,10 @@ async def tokenize(request: web.Request) -> web.Response:
 async def _generate(request: web.Request, api: Api) -> web.StreamResponse:
     state = request.app[STATE_KEY]
     state.requests[api] += 1
-    if state.stop_reason == "exit_after":
+    if state.stop_reason == "exit_after" or state.stalled:
         # A crashed engine answers nothing more: hold the request until the process is gone
-        # (its connection then drops), rather than serve it while shutting down.
+        # (its connection then drops), rather than serve it while shutting down. A stalled
+        # one holds it for ever, its HTTP front still up.
         await asyncio.Event().wait()
     try:
         gen = parse(api, await request.read())

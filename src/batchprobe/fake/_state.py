@@ -97,6 +97,7 @@ class ServerState:
         self.vocab = Vocabulary()
         self.turns = TurnMemory()  # the conversation bug modes' cache (fake._turns)
         self.answered = 0
+        self.stalled = False  # the stall fault: no generation request is answered any more
         self.requests: Counter[str] = Counter()
         """Generation requests received, by path (``completions``, ``chat``), served or not."""
         self.stop_event = asyncio.Event()
@@ -285,6 +286,8 @@ class ServerState:
     def note_answered(self) -> None:
         """Count one answered generation request; stop the server when exit_after says so."""
         self.answered += 1
+        if self.config.fault == "stall" and self.answered >= (self.config.exit_after or 0):
+            self.stalled = True
         limit = self.config.exit_after
         if self.config.fault == "exit_after" and limit is not None and self.answered >= limit:
             self.request_stop("exit_after")

@@ -3,6 +3,7 @@
 registry          PatchInfo, get_patch(name), patch_names()
 shim              shim_dir(), shim_env(names): what a launcher adds to the engine process
 gemma4_attention  patch_gemma4_attention_for_batching() (mlx-vlm's Gemma-4 attention)
+mlx_lm_exact_cache_hit  apply(): mlx-lm's prompt cache leaves an exact hit's last token
 """
 
 from __future__ import annotations

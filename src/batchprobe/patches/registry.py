@@ -42,6 +42,19 @@ PATCHES: tuple[PatchInfo, ...] = (
         ),
         answers_issue_id="vllm-mlx-gemma4-shared-kv",
     ),
+    PatchInfo(
+        name="mlx-lm-exact-cache-hit",
+        engine="mlx-lm",
+        versions=">=0.31.2",
+        module="mlx_lm_exact_cache_hit",
+        requires="mlx-lm's LRUPromptCache in mlx_lm.models.cache (0.31.2 or later)",
+        fixes=(
+            "mlx-lm's prompt cache returns an exact hit with no token left to process (a prompt "
+            "equal to an earlier prompt plus its whole answer), which kills the server's "
+            "generation thread; batchprobe's patch leaves the last token to process."
+        ),
+        answers_issue_id="mlx-lm-exact-cache-hit",
+    ),
 )
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from pydantic import JsonValue
 
-from batchprobe.client import OpenAIClient
+from batchprobe.client import Completer, OpenAIClient
 from batchprobe.client.types import Api, CompletionRequest, ErrorKind, RequestRecord
 from batchprobe.results.models import ArmResult, PromptStyle, SessionResult
 from batchprobe.results.thresholds import Thresholds
@@ -159,14 +159,30 @@ _DEAD = frozenset(
 )
 
 
-async def generates(client: OpenAIClient, arm: str, ctx: ArmContext) -> bool:
+TIMEOUTS = frozenset({ErrorKind.CONNECT_TIMEOUT, ErrorKind.READ_TIMEOUT, ErrorKind.TOTAL_TIMEOUT})
+"""No reply at all in time (an error response or a dropped connection is a reply)."""
+
+
+async def _liveness(client: Completer, arm: str, ctx: ArmContext) -> RequestRecord | None:
+    """A 1-token request; None when it did not end within ``ctx.liveness_timeout_s``."""
+    request = _side_request(arm, ctx, "liveness", max_tokens=1)
+    try:
+        return await asyncio.wait_for(client.complete(request), ctx.liveness_timeout_s)
+    except asyncio.TimeoutError:
+        return None
+
+
+async def generates(client: Completer, arm: str, ctx: ArmContext) -> bool:
     """Whether the server still generates: one token within ``ctx.liveness_timeout_s``.
 
     Not a model list: mlx-lm keeps answering ``/v1/models`` after its generation thread died.
     """
-    request = _side_request(arm, ctx, "liveness", max_tokens=1)
-    try:
-        record = await asyncio.wait_for(client.complete(request), ctx.liveness_timeout_s)
-    except asyncio.TimeoutError:
-        return False
-    return record.error is None or record.error.kind not in _DEAD
+    record = await _liveness(client, arm, ctx)
+    return record is not None and (record.error is None or record.error.kind not in _DEAD)
+
+
+async def answers_nothing(client: Completer, arm: str, ctx: ArmContext) -> bool:
+    """Whether a 1-token request gets no reply at all within ``ctx.liveness_timeout_s``: a
+    server that answers with an error, or drops the connection, still runs."""
+    record = await _liveness(client, arm, ctx)
+    return record is None or (record.error is not None and record.error.kind in TIMEOUTS)

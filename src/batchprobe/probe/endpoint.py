@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from batchprobe.engines import default_registry, diagnose
-from batchprobe.errors import BatchprobeError, EngineDied
+from batchprobe.errors import BatchprobeError, EngineDied, EngineError, EngineStalled
 from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.models import ArmResult, ArmSpec
 
@@ -105,3 +105,15 @@ def engine_died(ep: Endpoint, arm: ArmResult, when: str) -> EngineDied | None:
     how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
     where = f"; log: {ep.log_path}" if ep.log_path else ""
     return EngineDied(f"the engine {how} {when}{where}", log_tail=ep.process.log_tail())
+
+
+def server_lost(ep: Endpoint, arm: ArmResult, when: str, exc: EngineError) -> EngineError:
+    """What to raise when the server stopped answering (``exc``) during an arm: EngineDied
+    with its exit code when the managed process exited, else ``exc`` itself, a stall with the
+    live process's log tail."""
+    died = engine_died(ep, arm, when)
+    if died is not None:
+        return died
+    if isinstance(exc, EngineStalled) and ep.process is not None:
+        exc.log_tail = ep.process.log_tail()
+    return exc

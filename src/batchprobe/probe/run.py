@@ -14,12 +14,18 @@ from pydantic import JsonValue
 
 from batchprobe import __version__
 from batchprobe.client import OpenAIClient, Timeouts
-from batchprobe.errors import BatchprobeError, ConfigError, EngineDied, EngineUnreachable
+from batchprobe.errors import (
+    BatchprobeError,
+    ConfigError,
+    EngineDied,
+    EngineStalled,
+    EngineUnreachable,
+)
 from batchprobe.probe.arm import ArmContext, generates, warm_up
 from batchprobe.probe.cache import cache_notes, cache_policy, launch_spec, skipped_shapes
 from batchprobe.probe.clients import arm_client, auto_procs, client_health, client_limit
 from batchprobe.probe.compare import compare
-from batchprobe.probe.endpoint import Endpoint, EndpointProvider, engine_died
+from batchprobe.probe.endpoint import Endpoint, EndpointProvider, engine_died, server_lost
 from batchprobe.probe.interrupts import Interrupts, signals_as_interrupt
 from batchprobe.probe.items import Plans, build_plans
 from batchprobe.probe.judge import judge
@@ -191,11 +197,11 @@ class ProbeRun:
             self.served_by(ep, arm)
             try:
                 self.interrupts.run(self._arm(ep, arm))
-            except EngineUnreachable as exc:
-                died = engine_died(ep, arm, f"during arm {spec.name}")
-                if died is None:
+            except (EngineUnreachable, EngineStalled) as exc:
+                lost = server_lost(ep, arm, f"during arm {spec.name}", exc)
+                if lost is exc:
                     raise
-                raise died from exc
+                raise lost from exc
             finally:
                 self.diagnose(ep, arm)
             if arm.server_alive_after is False:

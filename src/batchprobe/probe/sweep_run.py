@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING
 
 from batchprobe.client import OpenAIClient
 from batchprobe.client.types import RequestError
-from batchprobe.errors import EngineUnreachable
+from batchprobe.errors import EngineStalled, EngineUnreachable
 from batchprobe.probe.arm import ArmContext, generates, warm_up
 from batchprobe.probe.cache import cache_policy, launch_spec
 from batchprobe.probe.clients import arm_client, client_health
 from batchprobe.probe.compare import compare
-from batchprobe.probe.endpoint import Endpoint, engine_died
+from batchprobe.probe.endpoint import Endpoint, server_lost
 from batchprobe.probe.judge import is_reference, judge_arm, references
 from batchprobe.probe.load import LoadSampler
 from batchprobe.probe.metrics import arm_metrics
@@ -65,11 +65,11 @@ class Sweep:
         with run.provider(spec) as ep:
             try:
                 run.interrupts.run(self._sweep(ep, spec))
-            except EngineUnreachable as exc:
-                died = engine_died(ep, run.report.arms[-1], "during the sweep")
-                if died is None:
+            except (EngineUnreachable, EngineStalled) as exc:
+                lost = server_lost(ep, run.report.arms[-1], "during the sweep", exc)
+                if lost is exc:
                     raise
-                raise died from exc
+                raise lost from exc
             finally:
                 for arm in run.report.arms:
                     if arm.spec.role != "arm":

@@ -12,9 +12,11 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
+from batchprobe._aio import gather_all
 from batchprobe.client import Completer
 from batchprobe.client.types import CompletionRequest, RequestRecord
-from batchprobe.probe.arm import ArmContext, to_session
+from batchprobe.errors import EngineStalled
+from batchprobe.probe.arm import TIMEOUTS, ArmContext, answers_nothing, to_session
 from batchprobe.results.models import ArmResult
 from batchprobe.results.shapes import MAX_DEPARTURES, Departure, Situation, WaveResult
 from batchprobe.workload.conversation import continue_turn
@@ -45,6 +47,11 @@ class _Wave:
         self.live: dict[tuple[int, int], _Live] = {}
         self.first: dict[int, _Live] = {}
         self.waiters: list[_Waiter] = []
+        self.moved_at = time.perf_counter()
+        """When a stream of this wave last received a token."""
+        self.alive_at = 0.0
+        """When a liveness check last found the server generating."""
+        self.checking = asyncio.Lock()
 
     def _met(self, trigger: Trigger) -> bool:
         if isinstance(trigger, AfterFinish):
@@ -77,6 +84,7 @@ class _Wave:
 
     def progress(self, state: _Live, tokens: int) -> None:
         state.tokens = tokens
+        self.moved_at = time.perf_counter()
         if self.waiters:
             self._wake()
 
@@ -184,6 +192,32 @@ async def _send(
     )
     arm.sessions.append(session)
     ctx.on_session(arm, session)
+    if record.error is not None and record.error.kind in TIMEOUTS:
+        await _still_generating(client, arm, ctx, wave, record)
+
+
+async def _still_generating(
+    client: Completer, arm: ArmResult, ctx: ArmContext, wave: _Wave, record: RequestRecord
+) -> None:
+    """After a request timed out: raise :class:`EngineStalled` when a 1-token request gets no
+    reply at all and no other stream of the wave moved meanwhile, so an arm whose server
+    stopped generating ends now instead of every request waiting out its own timeout (a dead
+    worker thread behind a live HTTP front)."""
+    failed_at = time.perf_counter()
+    async with wave.checking:  # one check at a time: checks never overlap each other
+        if wave.alive_at >= failed_at:
+            return
+        asked = time.perf_counter()
+        if not await answers_nothing(client, arm.spec.name, ctx) or wave.moved_at > asked:
+            wave.alive_at = time.perf_counter()
+            return
+    arm.server_alive_after = False
+    kind = record.error.kind.value if record.error is not None else "an error"
+    raise EngineStalled(
+        f"the server stopped generating during arm {arm.spec.name}: a request ended with "
+        f"{kind}, then a 1-token request got no token within {ctx.liveness_timeout_s:g} s "
+        "and no other stream moved"
+    )
 
 
 async def _phases(
@@ -209,7 +243,7 @@ async def _phases(
             for send in batch:
                 await _send(client, arm, ctx, shared, send, times, limit, cached, turns)
         else:
-            await asyncio.gather(
+            await gather_all(
                 *(_send(client, arm, ctx, shared, s, times, limit, cached, turns) for s in batch)
             )
 
@@ -261,7 +295,7 @@ async def run_mixed_wave(
         await _phases(client, arm, ctx, plan, wave, (t0, started), limit)
         return time.perf_counter() - started
 
-    walls = await asyncio.gather(*(one(plan) for plan in ctx.plans))
+    walls = await gather_all(*(one(plan) for plan in ctx.plans))
     note = [f"mixed with every other shape at {arm.spec.concurrency} in flight"]
     for plan, wall in zip(ctx.plans, walls):
         arm.waves.append(_wave_result(arm, ctx, plan, wall, note if len(ctx.plans) > 1 else []))
