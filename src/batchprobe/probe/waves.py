@@ -193,30 +193,31 @@ async def _send(
     arm.sessions.append(session)
     ctx.on_session(arm, session)
     if record.error is not None and record.error.kind in TIMEOUTS:
-        await _still_generating(client, arm, ctx, wave, record)
+        await _still_generating(client, arm, ctx, wave, record.error.kind.value)
 
 
 async def _still_generating(
-    client: Completer, arm: ArmResult, ctx: ArmContext, wave: _Wave, record: RequestRecord
+    client: Completer, arm: ArmResult, ctx: ArmContext, wave: _Wave, kind: str
 ) -> None:
     """After a request timed out: raise :class:`EngineStalled` when a 1-token request gets no
-    reply at all and no other stream of the wave moved meanwhile, so an arm whose server
-    stopped generating ends now instead of every request waiting out its own timeout (a dead
-    worker thread behind a live HTTP front)."""
+    reply at all and no stream of the wave moved for a liveness window before the timeout nor
+    during the check, so an arm whose server stopped generating ends now instead of every
+    request waiting out its own timeout (a dead worker thread behind a live HTTP front). A
+    slow server that is still prefilling or decoding others is not stalled."""
     failed_at = time.perf_counter()
     async with wave.checking:  # one check at a time: checks never overlap each other
         if wave.alive_at >= failed_at:
             return
-        asked = time.perf_counter()
-        if not await answers_nothing(client, arm.spec.name, ctx) or wave.moved_at > asked:
+        if not await answers_nothing(client, arm.spec.name, ctx):
             wave.alive_at = time.perf_counter()
             return
+        if wave.moved_at > failed_at - ctx.liveness_timeout_s:
+            return
     arm.server_alive_after = False
-    kind = record.error.kind.value if record.error is not None else "an error"
     raise EngineStalled(
         f"the server stopped generating during arm {arm.spec.name}: a request ended with "
         f"{kind}, then a 1-token request got no token within {ctx.liveness_timeout_s:g} s "
-        "and no other stream moved"
+        "and no stream had moved for as long before it"
     )
 
 
