@@ -81,6 +81,36 @@ def test_a_request_the_server_closed_unread_is_sent_again_once_as_a_reconnect() 
     assert client.connection_policy.mode == "fresh"
 
 
+def test_discovery_after_a_stale_connection_is_sent_again_too() -> None:
+    # llama-server closes its connections after a reply; a discovery request (a /tokenize, a
+    # /v1/models) sent on a pooled one failed the whole run as "nothing answers" before the
+    # client had learnt that. Every request path re-sends the same way, once, where unread.
+    # (aiohttp itself re-sends a GET on a reused connection; a POST it leaves to the caller.)
+    async def go() -> tuple[str | None, int | None, OpenAIClient]:
+        async with OpenAIClient(server.url, timeouts=FAST) as client:
+            return await client.get_text("/health"), await client.tokenize("x"), client
+
+    with raw_server([["close_unread"]]) as server:
+        health, tokens, client = run(go())
+    assert health is not None and tokens is None  # the raw server has no /tokenize
+    # The POST was reset unread on the pooled connection, then read once on a fresh one.
+    assert server.requests_read == 2 and server.connections == 2
+    assert client.connection_policy.mode == "fresh"
+
+
+def test_a_discovery_read_dropped_on_a_pooled_connection_is_read_again() -> None:
+    # Unmeasured reads (models, tokenize, metrics) are re-sent after any failure of a pooled
+    # connection before a reply, read or not: reading twice changes nothing.
+    async def go() -> int | None:
+        async with OpenAIClient(server.url, timeouts=FAST) as client:
+            await client.get_text("/health")
+            return await client.tokenize("x")
+
+    with raw_server([["answer", "drop"]]) as server:
+        assert run(go()) is None  # answered (the raw server has no /tokenize): no error
+    assert server.requests_read == 3 and server.connections == 2
+
+
 def test_request_read_then_dropped_is_disconnected_and_not_sent_again() -> None:
     # The second request goes out on the kept-alive connection; the server reads it and closes.
     with raw_server([["answer", "drop"]]) as server:
@@ -118,7 +148,9 @@ def test_fake_closing_after_every_stream_gives_no_false_disconnected() -> None:
         return records, client
 
     with FakeServerThread(config) as server:
-        records, client = run(go(server.base_url))
+        records, _ = run(go(server.base_url))
     assert [r.error for r in records if r.error] == []
-    assert client.connection_policy.mode == "fresh"
+    # Whether the client learns the fake's policy depends on whether a stream's connection
+    # reached the pool at all (its last chunk read with [DONE]): the raw-server tests above
+    # pin the learning; this one that a server closing after every stream costs no request.
     assert sum(r.reconnect is not None for r in records) <= 1

@@ -95,7 +95,8 @@ def test_default_run_llama_cpp_gemma3_270m(llama_env: Installation, tmp_path: Pa
     started = time.monotonic()
     # Its wall time is printed, not asserted: a timed test would fail on a busy machine rather
     # than on a slow probe. Every step carries every role of every shape (a conversation
-    # among them), and wrong answers are replayed: 25 min measured on 2 loaded cores.
+    # among them), and wrong answers are replayed: 11 min measured on 2 cores (a PASS; a
+    # FAIL adds its bisection).
     code, verdict, out = batchprobe_run([], tmp_path / "verdict.json", timeout=2300)
     print(f"default run: {time.monotonic() - started:.0f}s")
     assert verdict["status"] == "ok", out
@@ -103,8 +104,10 @@ def test_default_run_llama_cpp_gemma3_270m(llama_env: Installation, tmp_path: Pa
     assert verdict["environment"]["server_kind"] == "llama.cpp"
     assert verdict["config"]["sweep"] == [1, 2, 4, 8, 16]
     assert all(a["metrics"]["errors_by_kind"] == {} for a in verdict["arms"]), out
-    # The base model finds its own needle alone.
-    recall = [x for x in verdict["arms"][0]["sessions"] if x["workload"] == "recall"]
+    # The base model finds its own needle alone over completions (the floor's path: it cannot
+    # chat, so its chat items fail their own serial reference and are named not judged).
+    recall = [x for x in verdict["arms"][0]["sessions"]
+              if x["workload"] == "recall" and x["situation"]["api"] == "completions"]
     assert sum(bool(x["hit"]) for x in recall) >= 0.75 * len(recall), out
     env = verdict["envelope"]
     assert env["stop"]["rule"] == "plan_end" and [s["n"] for s in env["steps"]] == [1, 2, 4, 8, 16]

@@ -21,7 +21,9 @@ def _no_false_fail(verdict: dict[str, Any], out: str) -> None:
     assert verdict["status"] == "ok", out
     # Parallelism is judged as before; what the shapes must not bring is a correctness alarm.
     assert verdict["verdict"]["correct"] is not False, verdict["verdict"]["reasons"]
-    assert not any("shape " in r for r in verdict["verdict"]["reasons"]), verdict["verdict"]
+    # No hard finding anywhere; the reasons name each shape a random model leaves unjudged.
+    hard = [f["message"] for f in verdict["findings"] if f["severity"] == "hard"]
+    assert not hard, hard
     ran = [s["shape"] for s in verdict["shapes"] if s["ran"]]
     assert ran == list(SHAPE_NAMES), verdict["shapes"]
     for arm in verdict["arms"]:

@@ -50,4 +50,14 @@ def test_count_blocks_name_their_session():
     rng = random.Random(0)
     for session in (0, 7, 31):
         assert count_owner(count_start(rng, session)) == session
-    assert count_sources(" 2004, 5012, 5013,", 0, {0, 3}) == [3]
+    windows = {0: range(2000, 2020), 3: range(5008, 5030), 4: range(6100, 6120)}
+    assert count_sources(" 2004, 5012, 5013,", 0, windows) == [3]
+
+
+def test_a_count_broken_into_stray_numbers_names_no_source():
+    # What a 270M model's broken count looks like: digits doubled, a thousands digit flipped.
+    windows = {0: range(2000, 2020), 3: range(5008, 5030), 4: range(6100, 6120)}
+    assert count_sources(" 2004, 20055, 5012, 2006, 6107,", 0, windows) == []
+    # One number of another's window is not a run of its count; its own never is.
+    assert count_sources(" 2004, 2005, 5012,", 0, windows) == []
+    assert count_sources(" 5012, 5013,", 3, windows) == []

@@ -81,7 +81,7 @@ def test_a_reply_cut_short_with_a_clean_stop_is_a_failure() -> None:
     findings, verdict = _run(_serial(), _arm("c", 4, concurrent))
     early = [f for f in findings if f.kind is FindingKind.ENDED_EARLY]
     assert [f.sessions for f in early] == [[1]] and early[0].hard
-    assert "ran to max_tokens 8" in early[0].message
+    assert "went on to 8 tokens (finish 'length')" in early[0].message
     assert verdict.correct is False and verdict.outcome is Outcome.FAIL
 
 
@@ -100,6 +100,28 @@ def test_its_own_stop_string_explains_an_early_stop() -> None:
     concurrent = [_count("c", i, _numbers(2000 + 1000 * i, 8)) for i in range(4)]
     cut = _count("c", 0, _numbers(2000, 4), finish="stop", max_tokens=8)
     concurrent[0] = cut.model_copy(update={"situation": _sit(8, stop=[" 2004,"])})
+    findings, _ = _run(serial, _arm("c", 4, concurrent))
+    assert not [f for f in findings if f.kind is FindingKind.ENDED_EARLY]
+
+
+def test_a_stop_row_cut_before_its_stop_string_is_a_failure() -> None:
+    # The early shape's stop row: its reference ran to its stop string (finish 'stop' at
+    # token 7); a reply ended 'stop' at token 3, its text the reference's so far, was cut.
+    serial = _serial()
+    stop = _sit(12, stop=[" 2007,"])
+    serial.sessions[0] = _count("serial", 0, _numbers(2000, 7), finish="stop", max_tokens=12)
+    serial.sessions[0] = serial.sessions[0].model_copy(update={"situation": stop})
+    concurrent = [_count("c", i, _numbers(2000 + 1000 * i, 8)) for i in range(4)]
+    cut = _count("c", 0, _numbers(2000, 3), finish="stop", max_tokens=12)
+    concurrent[0] = cut.model_copy(update={"situation": stop})
+    findings, verdict = _run(serial, _arm("c", 4, concurrent))
+    early = [f for f in findings if f.kind is FindingKind.ENDED_EARLY]
+    assert [f.sessions for f in early] == [[0]], findings
+    assert "after 3 tokens" in early[0].message and "(finish 'stop')" in early[0].message
+    assert verdict.correct is False
+    # The same reply reaching its stop string where the reference did is its own stop.
+    whole = _count("c", 0, _numbers(2000, 7), finish="stop", max_tokens=12)
+    concurrent[0] = whole.model_copy(update={"situation": stop})
     findings, _ = _run(serial, _arm("c", 4, concurrent))
     assert not [f for f in findings if f.kind is FindingKind.ENDED_EARLY]
 

@@ -193,9 +193,10 @@ class OpenAIClient:
     async def _request(self, method: str, url: URL, data: bytes | None = None) -> tuple[int, bytes]:
         headers = request_headers(self._request_id("batchprobe-discovery"), self._api_key)
         try:
-            async with self._http().request(
-                method, url, data=data, headers=headers, timeout=self._timeout
-            ) as resp:
+            resp = await self._send(
+                method, url, data=data, headers=headers, reconnects=[], unmeasured=True
+            )
+            async with resp:
                 return resp.status, await _read_body(resp, self.limits.max_body_bytes)
         except Fault as exc:
             raise EngineError(f"{method} {url}: {exc}") from exc
@@ -247,18 +248,30 @@ class OpenAIClient:
         reconnects: list[str],
         on_progress: Callable[[int], None] | None = None,
     ) -> None:
-        """Send once; again at most once, on a fresh connection, and only when the first send
-        provably never reached the server (``never_sent``), recorded in ``reconnects``."""
+        """One request's exchange: its send (``_send``), then its reply into ``parser``."""
         body = dumps(self.request_body(req))
         headers = request_headers(self._request_id(req.request_id), self._api_key)
+        resp = await self._send(
+            "POST", self._urls[req.api], data=body, headers=headers, reconnects=reconnects
+        )
+        async with resp:
+            await _read_reply(resp, parser, self.limits.max_body_bytes, on_progress)
+
+    async def _send(
+        self, method: str, url: URL, *, data: bytes | None, headers: dict[str, str],
+        reconnects: list[str], unmeasured: bool = False,
+    ) -> aiohttp.ClientResponse:
+        """Send once; again at most once, on a fresh connection, and only when the first send
+        provably never reached the server (``never_sent``), recorded in ``reconnects``. Every
+        request goes through here, discovery's too: a server that closes its connections after
+        a reply does so after any reply. An ``unmeasured`` request (discovery's reads: models,
+        tokenize, metrics) is also sent again after any failure of a pooled connection before
+        its reply, as aiohttp does for a GET: reading twice changes nothing."""
         while True:
             attempt = Attempt()
             try:
-                resp = await self._http().post(
-                    self._urls[req.api],
-                    data=body,
-                    headers=headers,
-                    timeout=self._timeout,
+                resp = await self._http().request(
+                    method, url, data=data, headers=headers, timeout=self._timeout,
                     trace_request_ctx=attempt,
                 )
             except _SEND_FAILURES as exc:
@@ -267,15 +280,15 @@ class OpenAIClient:
                         f"a kept-alive connection failed before any reply byte ({type(exc).__name__})"
                     )
                 reason = never_sent(exc, attempt)
+                if reason is None and unmeasured and attempt.reused:
+                    reason = f"unmeasured_request: a kept-alive connection failed ({exc})"
                 if reason is None or reconnects:
                     raise
                 reconnects.append(reason)
                 continue
             if resp.headers.get("Connection", "").lower() == "close":
                 self.connection_policy.go_fresh("the server answered 'Connection: close'")
-            async with resp:
-                await _read_reply(resp, parser, self.limits.max_body_bytes, on_progress)
-            return
+            return resp
 
 
 async def _read_reply(

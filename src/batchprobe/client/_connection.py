@@ -27,6 +27,9 @@ read). Three cases are provable, and only for a connection taken from the pool:
   unread (a server that read the request and closed sends a clean FIN: ``disconnected``).
 
 Connection refused is never sent again: a crashed server must show as ``connect_error``.
+
+(An unmeasured discovery read is also re-sent after any failure of a pooled connection before
+its reply: ``OpenAIClient._send``.)
 """
 
 from __future__ import annotations

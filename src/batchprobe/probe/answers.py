@@ -65,19 +65,20 @@ def short_length(s: SessionResult, slack: int) -> str | None:
 
 
 def ended_early(s: SessionResult, ref: SessionResult, slack: int) -> str | None:
-    """A reply shorter than its own max_tokens where its reference reached it, with no
-    reason of its own to stop: its stop string, or a finish its reference shared."""
-    limit = _max_tokens(s)
-    if limit is None or s.error is not None:
+    """A reply that stopped where its reference, with the same text so far, went on, and with
+    no reason of its own to stop: a 'length' finish short of its own max_tokens, or a stop
+    before its own stop string (the reference shows where that is) or an end-of-sequence its
+    reference did not take there."""
+    if _max_tokens(s) is None or s.error is not None:
         return None
     short = short_length(s, slack)
     if short is not None:
         return short
-    got = tokens(s)
-    if tokens(ref) + slack < limit or ref.finish_reason != "length" or got + slack >= limit:
+    got, went = tokens(s), tokens(ref)
+    if s.finish_reason == "length" or ref.error is not None or got + slack >= went:
         return None
-    if s.finish_reason == "length":
-        return None
+    if s.prompt_digest != ref.prompt_digest:
+        return None  # a later turn built from its own answers: another prompt, another end
     if any(ref.text.startswith(s.text + stop) for stop in _stops(s)):
         return None  # its own stop string, where its reference has it
     if not ref.text.startswith(s.text):
@@ -86,8 +87,8 @@ def ended_early(s: SessionResult, ref: SessionResult, slack: int) -> str | None:
         # is its reference's text cut short has no reason of its own to stop.
         return None
     return (
-        f"ended with finish {s.finish_reason!r} after {got} tokens; its serial reference ran to "
-        f"max_tokens {limit}"
+        f"ended with finish {s.finish_reason!r} after {got} tokens; its serial reference, the "
+        f"same text so far, went on to {went} tokens (finish {ref.finish_reason!r})"
     )
 
 

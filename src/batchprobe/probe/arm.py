@@ -13,7 +13,7 @@ from batchprobe.client import Completer, OpenAIClient
 from batchprobe.client.types import Api, CompletionRequest, ErrorKind, RequestRecord
 from batchprobe.results.models import ArmResult, PromptStyle, SessionResult
 from batchprobe.results.thresholds import Thresholds
-from batchprobe.workload.checks import count_sources, self_check
+from batchprobe.workload.checks import count_sources, count_window, self_check
 from batchprobe.workload.items import WorkItem
 from batchprobe.workload.scoring import score_recall
 from batchprobe.workload.shapes import ShapePlan
@@ -47,23 +47,45 @@ class ArmContext:
     def default_api(self) -> Api:
         return "chat" if self.prompt_style == "chat" else "completions"
 
-    # Every needle and every counting session planted on the launch (shared by the copies a
-    # sweep step makes): an answer is scored against all of them, not only its own step's.
+    # Every needle and every count planted on the launch (shared by the copies a sweep step
+    # makes): an answer is scored against all of them, not only its own step's.
     planted_codes: dict[int, str] = field(default_factory=dict)
-    counting: set[int] = field(default_factory=set)
+    counting: dict[int, range] = field(default_factory=dict)
 
     def plant(self, plans: list[ShapePlan]) -> None:
         for item in (i for plan in plans for i in plan.items):
             if item.expected_code is not None:
                 self.planted_codes[item.session] = item.expected_code
-            if item.workload == "decode":
-                self.counting.add(item.session)
+            _add_window(self.counting, item)
+
+    @property
+    def windows(self) -> dict[int, range]:
+        """Every counting session's window of numbers (see ``count_sources``)."""
+        own: dict[int, range] = {}
+        for item in self.items:
+            _add_window(own, item)
+        return {**self.counting, **own}
 
     @property
     def codes(self) -> dict[int, str]:
         """Every session's needle code (scored against every recall answer)."""
         own = {i.session: i.expected_code for i in self.items if i.expected_code is not None}
         return {**self.planted_codes, **own}
+
+
+def _count_key(item: WorkItem) -> int:
+    """Whose count an item continues: a conversation's turns all carry its first turn's."""
+    return item.session if item.turn is None else item.turn.conversation
+
+
+def _add_window(windows: dict[int, range], item: WorkItem) -> None:
+    window = count_window(item)
+    if window is None:
+        return
+    key = _count_key(item)
+    if (known := windows.get(key)) is not None:
+        window = range(min(known.start, window.start), max(known.stop, window.stop))
+    windows[key] = window
 
 
 def _is_buffered(times: list[float], span_ms: float) -> bool:
@@ -114,10 +136,9 @@ def to_session(
         if item.workload == "decode" and check is not None and not check.passed:
             # A count that broke into another session's numbers: cross-talk, with its source.
             broken = sum(len(p) for p in rec.pieces[: check.token or 0])
-            counting = ctx.counting or {i.session for i in ctx.items if i.workload == "decode"}
-            if item.turn is not None:  # a later turn's numbers are its first turn's block
-                counting = counting - {item.turn.conversation}
-            result.cross_talk_from = count_sources(rec.text[broken:], item.session, counting)
+            result.cross_talk_from = count_sources(
+                rec.text[broken:], _count_key(item), ctx.windows
+            )
     return result
 
 

@@ -8,10 +8,11 @@ not; greedy equality with the serial run stays the softer signal beside it.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from itertools import accumulate
 
 from batchprobe.results.shapes import SelfCheck
-from batchprobe.workload.decode import count_owner
+from batchprobe.workload.decode import SHOWN
 from batchprobe.workload.items import CountSpec, WorkItem
 from batchprobe.workload.scoring import normalise_answer
 
@@ -103,7 +104,26 @@ def self_check(item: WorkItem, text: str, pieces: list[str]) -> SelfCheck | None
     return check_count(item.count, text, pieces)
 
 
-def count_sources(text: str, own_session: int, sessions: set[int]) -> list[int]:
-    """Other sessions whose count numbers show up in ``text`` (cross-talk on a decode item)."""
-    owners = {count_owner(int(n)) for n in _NUMBER.findall(text) if len(n) >= 4}
-    return sorted(s for s in owners if s is not None and s != own_session and s in sessions)
+def count_sources(text: str, own_session: int, windows: Mapping[int, range]) -> list[int]:
+    """Other sessions whose count shows up in ``text`` (cross-talk on a decode item).
+
+    A session is a source only where two or more distinct numbers of ``text`` fall in the
+    numbers its own count covers (``windows``: from its prompt's first shown number to as far
+    as its ``max_tokens`` could reach). Another session's count continued here brings a run of
+    them; a small model's own broken count (a digit dropped or doubled, a thousands digit
+    flipped) lands anywhere in the blocks, and seldom twice in one session's window.
+    """
+    numbers = {int(n) for n in _NUMBER.findall(text) if len(n) >= 4}
+    return sorted(
+        s
+        for s, window in windows.items()
+        if s != own_session and sum(n in window for n in numbers) >= 2
+    )
+
+
+def count_window(item: WorkItem) -> range | None:
+    """The numbers a counting item's prompt and answer can hold (None: not a count)."""
+    if item.count is None:
+        return None
+    start = item.count.first - SHOWN
+    return range(start, item.count.first + item.max_tokens)
