@@ -1,8 +1,14 @@
 """Self-checks: counts, logit bias and stop strings judged from the item alone."""
 
-from batchprobe.workload.checks import check_bias, check_count, count_sources, self_check
+from batchprobe.workload.checks import (
+    check_bias,
+    check_count,
+    count_sources,
+    count_window,
+    self_check,
+)
 from batchprobe.workload.decode import count_owner, count_start, counting_item
-from batchprobe.workload.items import CountSpec, SamplingParams
+from batchprobe.workload.items import CountSpec, SamplingParams, Turn
 
 COUNT = CountSpec(first=2004, leading_space=True)
 
@@ -61,3 +67,10 @@ def test_a_count_broken_into_stray_numbers_names_no_source():
     # One number of another's window is not a run of its count; its own never is.
     assert count_sources(" 2004, 2005, 5012,", 0, windows) == []
     assert count_sources(" 5012, 5013,", 3, windows) == []
+
+
+def test_a_count_window_covers_every_turn_of_its_conversation():
+    first = counting_item(run_id="r", session=5, start=7000, max_tokens=16, shape="conversation")
+    assert count_window(first) == range(7000, 7020)
+    third = first.model_copy(update={"session": 7, "turn": Turn(conversation=5, index=3)})
+    assert count_window(third) == range(7000, 7052)

@@ -75,7 +75,7 @@ def ended_early(s: SessionResult, ref: SessionResult, slack: int) -> str | None:
     if short is not None:
         return short
     got, went = tokens(s), tokens(ref)
-    if s.finish_reason == "length" or ref.error is not None or got + slack >= went:
+    if s.finish_reason == "length" or got + slack >= went:
         return None
     if s.prompt_digest != ref.prompt_digest:
         return None  # a later turn built from its own answers: another prompt, another end

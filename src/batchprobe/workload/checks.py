@@ -122,8 +122,10 @@ def count_sources(text: str, own_session: int, windows: Mapping[int, range]) -> 
 
 
 def count_window(item: WorkItem) -> range | None:
-    """The numbers a counting item's prompt and answer can hold (None: not a count)."""
+    """The numbers a counting item's prompt and answer can hold (None: not a count). A
+    conversation's k-th count turn continues the k-1 answers before it: its numbers reach as
+    far as k answers of ``max_tokens`` could."""
     if item.count is None:
         return None
-    start = item.count.first - SHOWN
-    return range(start, item.count.first + item.max_tokens)
+    answers = item.turn.index if item.turn is not None else 1
+    return range(item.count.first - SHOWN, item.count.first + answers * item.max_tokens)
