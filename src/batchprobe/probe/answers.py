@@ -134,3 +134,38 @@ def not_top1(s: SessionResult) -> str | None:
                 f"{best.token!r} ({best.logprob:.2f}): a greedy row was sampled"
             )
     return None
+
+
+def situation(s: SessionResult) -> str:
+    """The session's circumstances in words, for a reason line."""
+    sit = s.situation
+    if sit is None:
+        return ""
+    words = []
+    if sit.copy_index:
+        words.append(f"its copy {sit.copy_index + 1}")
+    if sit.decoding_at_arrival:
+        words.append(f"joined while {sit.decoding_at_arrival} were decoding (client's view)")
+    elif sit.in_flight_at_arrival:
+        words.append(f"sent with {sit.in_flight_at_arrival} in flight (client's view)")
+    token = s.check.token if s.check is not None else None
+    gone = [d for d in sit.departures if token is None or d.at_token <= token]
+    if gone:
+        last = gone[-1]
+        words.append(
+            f"after session {last.session} left at its token {last.at_token} "
+            f"({last.in_flight} still in flight)"
+        )
+    if sit.params != "greedy":
+        words.append(sit.params)
+    if s.cached_tokens:
+        words.append(f"{s.cached_tokens} prompt tokens cached")
+    words.append(f"max_tokens {sit.max_tokens}, {s.prompt_tokens or '?'} prompt tokens, {sit.api}")
+    return f" ({'; '.join(words)})"
+
+
+def passed(s: SessionResult) -> bool | None:
+    """The session's self-check; a recall session scored without one counts by its hit."""
+    if s.check is not None:
+        return s.check.passed
+    return s.hit if s.workload == "recall" else None

@@ -25,7 +25,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from batchprobe.client.types import ErrorKind
-from batchprobe.probe.answers import ended_early, not_top1, refused, short_length, usage_mismatch
+from batchprobe.probe.answers import (
+    ended_early,
+    not_top1,
+    passed,
+    refused,
+    short_length,
+    situation,
+    usage_mismatch,
+)
 from batchprobe.probe.divergence import sampled_divergence
 from batchprobe.results.arms import ArmComparison, ArmResult
 from batchprobe.results.findings import CheckName, Finding, FindingKind, Judged
@@ -45,41 +53,6 @@ _SELF_CHECK = {
 CONTENT_CHECKS: frozenset[CheckName] = frozenset(
     {"recall", "count", "length", "bias", "stop", "usage", "greedy"}
 )
-
-
-def situation(s: SessionResult) -> str:
-    """The session's circumstances in words, for a reason line."""
-    sit = s.situation
-    if sit is None:
-        return ""
-    words = []
-    if sit.copy_index:
-        words.append(f"its copy {sit.copy_index + 1}")
-    if sit.decoding_at_arrival:
-        words.append(f"joined while {sit.decoding_at_arrival} were decoding (client's view)")
-    elif sit.in_flight_at_arrival:
-        words.append(f"sent with {sit.in_flight_at_arrival} in flight (client's view)")
-    token = s.check.token if s.check is not None else None
-    gone = [d for d in sit.departures if token is None or d.at_token <= token]
-    if gone:
-        last = gone[-1]
-        words.append(
-            f"after session {last.session} left at its token {last.at_token} "
-            f"({last.in_flight} still in flight)"
-        )
-    if sit.params != "greedy":
-        words.append(sit.params)
-    if s.cached_tokens:
-        words.append(f"{s.cached_tokens} prompt tokens cached")
-    words.append(f"max_tokens {sit.max_tokens}, {s.prompt_tokens or '?'} prompt tokens, {sit.api}")
-    return f" ({'; '.join(words)})"
-
-
-def passed(s: SessionResult) -> bool | None:
-    """The session's self-check; a recall session scored without one counts by its hit."""
-    if s.check is not None:
-        return s.check.passed
-    return s.hit if s.workload == "recall" else None
 
 
 def is_reference(index: int, arm: ArmResult) -> bool:
