@@ -12,6 +12,7 @@ PACKAGES = [
     "batchprobe.client",
     "batchprobe.engines",
     "batchprobe.fake",
+    "batchprobe.judge",
     "batchprobe.models",
     "batchprobe.patches",
     "batchprobe.probe",

@@ -12,9 +12,9 @@ from batchprobe.bisect import BisectPlan, plan_bisect, run_bisect
 from batchprobe.bisect.run import judge
 from batchprobe.cli import main
 from batchprobe.errors import ConfigError
+from batchprobe.judge.judged import judged_items
 from batchprobe.results.bisect import BisectReport, BisectStatus, Criterion, Judgement, VersionTry
 from batchprobe.results.findings import Judged
-from batchprobe.results.judged import judged_items
 from batchprobe.results.models import Environment, Report, RunConfig, Status, Verdict
 
 VERSIONS = "0.3.0,0.4.0,0.4.1,0.5.0,0.6.0"

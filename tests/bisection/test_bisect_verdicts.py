@@ -13,9 +13,9 @@ import pytest
 from batchprobe.bisect import BisectPlan, plan_bisect, run_bisect
 from batchprobe.bisect.run import judge, version_try
 from batchprobe.fake import FakeServerConfig, FakeServerThread
+from batchprobe.judge.judged import judged_items
 from batchprobe.probe import plan_run, run_plan
 from batchprobe.results.bisect import BisectStatus, Criterion, Judgement, VersionTry
-from batchprobe.results.judged import judged_items
 from batchprobe.results.models import Report, Status
 
 DYING_SERVER = Path(__file__).parents[1] / "integration" / "dying_server.py"

@@ -10,7 +10,7 @@ import pytest
 
 from batchprobe.fake import FAULT_MODES, FakeServerConfig
 from batchprobe.fake._config import TURN_FAULTS
-from batchprobe.probe.compare import compare
+from batchprobe.judge.compare import compare
 from batchprobe.probe.sweep import step_record
 from batchprobe.results import ArmSpec, Report, RunConfig
 from batchprobe.results.sweep import SweepStep

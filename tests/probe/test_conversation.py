@@ -7,7 +7,8 @@ import itertools
 import pytest
 
 from batchprobe.client.types import ChatMessage, CompletionRequest
-from batchprobe.probe.metrics import arm_metrics, floor_recall
+from batchprobe.judge.verdict import floor_recall
+from batchprobe.probe.metrics import arm_metrics
 from batchprobe.results.models import SessionResult
 from batchprobe.results.shapes import Situation
 from batchprobe.workload.checks import check_count

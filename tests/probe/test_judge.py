@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from batchprobe.client.types import ErrorKind, RequestError
-from batchprobe.probe.compare import compare
-from batchprobe.probe.divergence import fisher_greater
-from batchprobe.probe.judge import judge, replay_candidates
+from batchprobe.judge.compare import compare
+from batchprobe.judge.divergence import fisher_greater
+from batchprobe.judge.judge import judge, replay_candidates
+from batchprobe.judge.verdict import decide
 from batchprobe.probe.metrics import arm_metrics
-from batchprobe.probe.verdict import decide
 from batchprobe.results.findings import FindingKind
 from batchprobe.results.models import ArmResult, ArmSpec, Outcome, SessionResult, Status
 from batchprobe.results.sessions import TokenAlternative, TokenChoice

@@ -1,9 +1,9 @@
 import pytest
 
 from batchprobe.client.types import ErrorKind, RequestError
-from batchprobe.probe.compare import compare, first_divergence
+from batchprobe.judge.compare import compare, first_divergence
+from batchprobe.judge.verdict import decide
 from batchprobe.probe.metrics import arm_metrics
-from batchprobe.probe.verdict import decide
 from batchprobe.results.models import ArmResult, ArmSpec, Outcome, SessionResult, Status
 from batchprobe.results.thresholds import Thresholds
 
@@ -119,7 +119,7 @@ def test_first_divergence_on_length():
 
 
 def test_logprob_delta_only_where_both_arms_agree():
-    from batchprobe.probe.compare import logprob_delta
+    from batchprobe.judge.compare import logprob_delta
 
     a = _s("a", "decode", 0, text="abc").model_copy(update={"logprobs": [-0.1, -0.2, -0.3]})
     b = _s("b", "decode", 0, text="abd").model_copy(update={"logprobs": [-0.1, -0.5, -9.0]})

@@ -17,12 +17,13 @@ from markdown_it import MarkdownIt
 from markupsafe import escape
 
 from batchprobe.fake import FakeServerConfig, FakeServerThread
+from batchprobe.judge import run_checks
 from batchprobe.probe import plan_run, run_plan
 from batchprobe.report import render_html, render_junit, render_markdown
 from batchprobe.report._plots import ENVELOPE_KEY, envelope_figure, figures
 from batchprobe.report.console import RENDERER as CONSOLE
 from batchprobe.report.html import grid
-from batchprobe.results import Report, read_report, run_checks
+from batchprobe.results import Report, read_report
 from batchprobe.results.sweep import SweepStep
 
 from .chromium import chromium_page

@@ -10,9 +10,10 @@ from junitparser import Failure, JUnitXml
 from markdown_it import MarkdownIt
 from markupsafe import escape
 
+from batchprobe.judge import CheckStatus, run_checks
 from batchprobe.report import builtin_renderers, render_html, render_junit, render_markdown
 from batchprobe.report.html import session_grid
-from batchprobe.results import CheckStatus, Report, SessionOutcome, run_checks
+from batchprobe.results import Report, SessionOutcome
 
 from .conftest import keep, load
 

@@ -23,6 +23,7 @@ from batchprobe.bisect.versions import between, index_versions, parse_version
 from batchprobe.engines import current_platform, get_engine, install
 from batchprobe.errors import ConfigError, EngineInstallFailed
 from batchprobe.files import write_atomic
+from batchprobe.judge.judged import judged_items
 from batchprobe.probe import ProbeListener, plan_run, run_plan
 from batchprobe.results.bisect import (
     BisectReport,
@@ -31,7 +32,6 @@ from batchprobe.results.bisect import (
     Judgement,
     VersionTry,
 )
-from batchprobe.results.judged import judged_items
 from batchprobe.results.models import Outcome, Report, Status
 
 # Run options a bisect sets itself, per version.

@@ -8,10 +8,10 @@ from pathlib import Path
 from batchprobe.corpus.models import Case, CaseResult, Expectation
 from batchprobe.engines import install
 from batchprobe.errors import ConfigError
+from batchprobe.judge.judged import judged_items
 from batchprobe.models.tiny import TINY_FAMILIES, build_tiny
 from batchprobe.paths import cache_dir as default_cache_dir
 from batchprobe.probe import ProbeListener, plan_run, run_plan
-from batchprobe.results.judged import judged_items
 from batchprobe.results.models import Report
 
 TINY = tuple(f"tiny:{family}" for family in TINY_FAMILIES)

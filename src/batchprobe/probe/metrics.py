@@ -60,17 +60,6 @@ def most_at_once(sessions: list[SessionResult]) -> int:
     return most
 
 
-def floor_recall(sessions: list[SessionResult]) -> float | None:
-    """The recall the floor reads: the best over the request paths. A base model recalls
-    over completions only; its chat items fail their own serial reference and are not
-    judged, and must not make the completions items unjudged too."""
-    by_path: dict[str, list[bool]] = {}
-    for s in sessions:
-        if s.ok and s.workload == "recall":
-            by_path.setdefault(s.situation.api if s.situation else "", []).append(bool(s.hit))
-    return max((sum(hits) / len(hits) for hits in by_path.values()), default=None)
-
-
 def arm_metrics(
     sessions: list[SessionResult], wall_s: float, *, every_shape: bool = False
 ) -> ArmMetrics:

@@ -21,20 +21,20 @@ from batchprobe.errors import (
     EngineStalled,
     EngineUnreachable,
 )
+from batchprobe.judge.compare import compare
+from batchprobe.judge.judge import judge
+from batchprobe.judge.verdict import decide
 from batchprobe.probe.arm import ArmContext, generates, warm_up
 from batchprobe.probe.cache import cache_notes, cache_policy, launch_spec, skipped_shapes
 from batchprobe.probe.clients import arm_client, auto_procs, client_health, client_limit
-from batchprobe.probe.compare import compare
 from batchprobe.probe.endpoint import Endpoint, EndpointProvider, engine_died, server_lost
 from batchprobe.probe.interrupts import Interrupts, signals_as_interrupt
 from batchprobe.probe.items import Plans, build_plans
-from batchprobe.probe.judge import judge
 from batchprobe.probe.metrics import arm_metrics
 from batchprobe.probe.replay import replay_wrong
 from batchprobe.probe.status import status_for
 from batchprobe.probe.sweep import envelope
 from batchprobe.probe.sweep_run import Sweep
-from batchprobe.probe.verdict import decide
 from batchprobe.probe.waves import run_waves
 from batchprobe.results.client import ClientHealth
 from batchprobe.results.diagnosis import Diagnosis

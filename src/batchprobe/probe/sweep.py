@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from batchprobe.errors import ConfigError
+from batchprobe.judge.verdict import judged_answers, reason_lines
 from batchprobe.probe.clients import client_limit
 from batchprobe.probe.metrics import most_at_once
-from batchprobe.probe.verdict import judged_answers, reason_lines
 from batchprobe.results.findings import Finding, FindingKind, Judged
 from batchprobe.results.models import MAX_DEPTH, ArmComparison, ArmResult, RunConfig, SessionResult
 from batchprobe.results.sweep import Envelope, ServerLoad, StopRule, SweepStep

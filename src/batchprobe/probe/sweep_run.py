@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 from batchprobe.client import OpenAIClient
 from batchprobe.client.types import RequestError
 from batchprobe.errors import EngineStalled, EngineUnreachable
+from batchprobe.judge.compare import compare
+from batchprobe.judge.judge import is_reference, judge_arm, references
 from batchprobe.probe.arm import ArmContext, generates, warm_up
 from batchprobe.probe.cache import cache_policy, launch_spec
 from batchprobe.probe.clients import arm_client, client_health
-from batchprobe.probe.compare import compare
 from batchprobe.probe.endpoint import Endpoint, server_lost
-from batchprobe.probe.judge import is_reference, judge_arm, references
 from batchprobe.probe.load import LoadSampler
 from batchprobe.probe.metrics import arm_metrics
 from batchprobe.probe.replay import replay_wrong

@@ -21,7 +21,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
-from batchprobe.results.checks import arm_correct, run_checks
+from batchprobe.judge.checks import arm_correct, run_checks
 from batchprobe.results.models import ArmMetrics, ArmResult, Distribution, Report
 from batchprobe.results.sweep import Envelope, SweepStep
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from batchprobe.errors import NotComparable
+from batchprobe.judge.checks import CheckStatus, run_checks
 from batchprobe.report._compare_sweep import Curve, Row, curves, envelope_rows, per_n_rows
-from batchprobe.results.checks import CheckStatus, run_checks
 from batchprobe.results.models import ArmMetrics, Report
 
 DEFAULT_MAX_THROUGHPUT_DROP = 0.10

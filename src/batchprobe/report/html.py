@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
+from batchprobe.judge.checks import run_checks
 from batchprobe.report._cells import ARM_COLUMNS, arm_cells, headline, subject
 from batchprobe.report._envelope import (
     PRIMARY_STEP_COLUMNS,
@@ -20,7 +21,6 @@ from batchprobe.report._error import run_error
 from batchprobe.report._failures import Link, cell_id, failure_rows, session_of, soft_findings
 from batchprobe.report._headline import answer, cards, failing_lines
 from batchprobe.report.compare import RunsComparison
-from batchprobe.results.checks import run_checks
 from batchprobe.results.findings import Finding, FindingKind
 from batchprobe.results.models import (
     Divergence,

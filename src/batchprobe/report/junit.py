@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from batchprobe.judge.checks import CheckStatus, run_checks
 from batchprobe.report._cells import headline, subject
 from batchprobe.report._error import run_error
-from batchprobe.results.checks import CheckStatus, run_checks
 from batchprobe.results.models import Report
 from batchprobe.results.sweep import SweepStep
 

@@ -1,6 +1,5 @@
 """Typed results: the verdict file's models, atomic writing, JSON Schema."""
 
-from batchprobe.results.checks import Check, CheckStatus, arm_correct, run_checks
 from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.findings import Finding, FindingKind, Judged
 from batchprobe.results.models import (
@@ -30,8 +29,6 @@ __all__ = [
     "ArmMetrics",
     "ArmResult",
     "ArmSpec",
-    "Check",
-    "CheckStatus",
     "Diagnosis",
     "Distribution",
     "Divergence",
@@ -48,9 +45,7 @@ __all__ = [
     "Status",
     "Thresholds",
     "Verdict",
-    "arm_correct",
     "json_schema",
     "read_report",
-    "run_checks",
     "write_report",
 ]

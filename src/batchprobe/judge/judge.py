@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from batchprobe.client.types import ErrorKind
-from batchprobe.probe.answers import (
+from batchprobe.judge.answers import (
     ended_early,
     not_top1,
     passed,
@@ -34,7 +34,7 @@ from batchprobe.probe.answers import (
     situation,
     usage_mismatch,
 )
-from batchprobe.probe.divergence import sampled_divergence
+from batchprobe.judge.divergence import sampled_divergence
 from batchprobe.results.arms import ArmComparison, ArmResult
 from batchprobe.results.findings import CheckName, Finding, FindingKind, Judged
 from batchprobe.results.sessions import SessionResult

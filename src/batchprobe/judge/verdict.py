@@ -11,11 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from batchprobe.client.types import ErrorKind
-from batchprobe.probe.judge import Judgement, judge
-from batchprobe.probe.metrics import floor_recall
+from batchprobe.judge.judge import Judgement, judge
 from batchprobe.results.arms import ArmComparison, ArmMetrics, ArmResult
 from batchprobe.results.findings import Finding, FindingKind, Judged
-from batchprobe.results.models import Outcome, Status, Verdict
+from batchprobe.results.models import Outcome, SessionResult, Status, Verdict
 from batchprobe.results.sweep import Envelope, StopRule
 from batchprobe.results.thresholds import Thresholds
 
@@ -31,6 +30,17 @@ def _not_probed(m: ArmMetrics, status: Status) -> bool:
     """Every baseline session failed without a readable reply, and the server did not die."""
     unreadable = set(m.errors_by_kind) <= _UNREADABLE
     return bool(m.sessions) and not m.ok_sessions and unreadable and status is not Status.ENGINE_DIED
+
+
+def floor_recall(sessions: list[SessionResult]) -> float | None:
+    """The recall the floor reads: the best over the request paths. A base model recalls
+    over completions only; its chat items fail their own serial reference and are not
+    judged, and must not make the completions items unjudged too."""
+    by_path: dict[str, list[bool]] = {}
+    for s in sessions:
+        if s.ok and s.workload == "recall":
+            by_path.setdefault(s.situation.api if s.situation else "", []).append(bool(s.hit))
+    return max((sum(hits) / len(hits) for hits in by_path.values()), default=None)
 
 
 def reason_lines(findings: Sequence[Finding], prefix: str = "") -> list[str]:

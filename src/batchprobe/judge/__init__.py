@@ -1,0 +1,24 @@
+"""The judge: the one stage where a judgement is made.
+
+It reads the answers and their situations, asks the probe for the cold serial references and
+the replays it needs (``references_needed``, ``replay_candidates``), and returns the typed
+findings (``judge``); the verdict (``decide``), each step's ``correct``, the judged counts and
+the named checks that JUnit and the gate read are computed from those findings here, once.
+Every output (console, progress, HTML, markdown, JUnit, CSV, JSONL, compare) is a view of them.
+"""
+
+from batchprobe.judge.checks import Check, CheckStatus, arm_correct, run_checks
+from batchprobe.judge.judge import Judgement, judge
+from batchprobe.judge.judged import judged_items
+from batchprobe.judge.verdict import decide
+
+__all__ = [
+    "Check",
+    "CheckStatus",
+    "Judgement",
+    "arm_correct",
+    "decide",
+    "judge",
+    "judged_items",
+    "run_checks",
+]
