@@ -41,9 +41,12 @@ def test_a_fault_above_k_in_flight_is_pinned_to_k_plus_one(tmp_path: Path, k: in
     assert env is not None and env.stop is not None
     assert (env.largest_correct_n, env.first_failing_n, env.threshold_pinned) == (k, k + 1, True)
     assert env.stop.rule is StopRule.INCORRECT and env.stop.at_n == k + 1
+    # A corrupt answer is wrong only by its reference, sent after the sweep: every planned
+    # step runs, and the bisection between the last correct and the first failing depth
+    # follows on a launch of its own.
     planned = [s.n for s in env.steps if s.kind == "sweep"]
-    assert planned == [n for n in (1, 2, 4, 8) if n <= k + 1 or n // 2 <= k], "stops at a failure"
-    low, high = planned[-2], planned[-1]
+    assert planned == [1, 2, 4, 8]
+    low, high = max(n for n in planned if n <= k), min(n for n in planned if n > k)
     bisected = [s.n for s in env.steps if s.kind == "bisect"]
     assert bisected and all(low < n < high for n in bisected)
     for step in env.steps:
@@ -104,10 +107,15 @@ def test_every_step_keeps_the_depth_it_says(tmp_path: Path) -> None:
         assert step.server_load is not None and step.server_load.running_max == step.n
         assert step.speedup is not None and step.speedup > 0.6 * step.n, (step.n, step.speedup)
     assert {s.shape for s in report.arm("sweep@1").sessions} == {"burst"}  # type: ignore[union-attr]
-    # The serial baseline answered every planned step's items, once each, alone.
+    # The serial baseline, sent after the sweep, answered only what the judge asked for: its
+    # seeded sample (named in the envelope), each item once, alone.
     baseline = report.arms[0]
+    assert baseline.spec.role == "reference" and baseline.spec.concurrency == 1
+    sent = [s.session for s in baseline.sessions]
+    assert len(sent) == len(set(sent)) == env.references_asked
+    assert env.reference_sample and set(env.reference_sample) <= set(sent)
     stepped = {s.session for a in report.arms if a.spec.role == "step" for s in a.sessions}
-    assert stepped <= {s.session for s in baseline.sessions}
+    assert set(sent) <= stepped and len(sent) < len(stepped) // 4
     assert {s.shape for s in report.arm("sweep@4").sessions} == {  # type: ignore[union-attr]
         "burst", "join", "ragged", "early", "repeat", "params", "conversation"
     }

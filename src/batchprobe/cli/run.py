@@ -87,6 +87,7 @@ PROBE_OPTIONS = [
                                 "concurrent@8; an engine: simple@1,batching@1,batching@8)."),
     _run_option("seed", "--seed"),
     _run_option("request_seed", "--request-seed"),
+    _run_option("references", "--references"),
     _run_option("min_speedup", "--min-speedup"),
     _run_option("recall_floor", "--recall-floor"),
     _run_option("strict_greedy", "--strict-greedy"),

@@ -92,16 +92,18 @@ def ended_early(s: SessionResult, ref: SessionResult, slack: int) -> str | None:
     )
 
 
-def usage_mismatch(s: SessionResult, ref: SessionResult, slack: int) -> str | None:
+def usage_mismatch(s: SessionResult, ref: SessionResult | None, slack: int) -> str | None:
     """Usage that is not this reply's: fewer completion tokens than pieces streamed, other
     completion tokens than its reference for the same text, or other prompt tokens than its
-    reference for the same prompt (uncached)."""
+    reference for the same prompt (uncached). Without a reference, the stream alone."""
     if s.error is not None:
         return None
     streamed = len(s.chunk_ends)
     said = s.completion_tokens
     if said is not None and s.streamed and said + slack < streamed:
         return f"usage says {said} completion tokens; {streamed} pieces were streamed"
+    if ref is None:
+        return None
     same_text = s.text == ref.text and ref.completion_tokens is not None
     if said is not None and same_text and abs(said - (ref.completion_tokens or 0)) > slack:
         return (

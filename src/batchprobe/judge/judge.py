@@ -35,6 +35,7 @@ from batchprobe.judge.answers import (
     usage_mismatch,
 )
 from batchprobe.judge.divergence import sampled_divergence
+from batchprobe.judge.references import References, is_reference, needs_reference, references
 from batchprobe.results.arms import ArmComparison, ArmResult
 from batchprobe.results.findings import CheckName, Finding, FindingKind, Judged
 from batchprobe.results.sessions import SessionResult
@@ -53,37 +54,6 @@ _SELF_CHECK = {
 CONTENT_CHECKS: frozenset[CheckName] = frozenset(
     {"recall", "count", "length", "bias", "stop", "usage", "greedy"}
 )
-
-
-def is_reference(index: int, arm: ArmResult) -> bool:
-    """The baseline (the first arm), or a serial pass run for a sweep step's references."""
-    return index == 0 or arm.spec.role == "reference"
-
-
-@dataclass
-class References:
-    """The serial references of a run's items: passed, refused, or failed their own check."""
-
-    passed: dict[int, SessionResult] = field(default_factory=dict)
-    refused: dict[int, SessionResult] = field(default_factory=dict)
-    failed: dict[int, SessionResult] = field(default_factory=dict)
-
-
-def references(arms: Sequence[ArmResult]) -> References:
-    refs = References()
-    for index, arm in enumerate(arms):
-        if not is_reference(index, arm):
-            continue
-        for s in arm.sessions:
-            if s.situation is not None and s.situation.copy_index:
-                continue
-            if s.error is not None:
-                (refs.refused if refused(s) else refs.failed)[s.session] = s
-            elif passed(s) is False:
-                refs.failed[s.session] = s
-            else:
-                refs.passed[s.session] = s
-    return refs
 
 
 def _step(arm: ArmResult) -> int | None:
@@ -184,6 +154,29 @@ def _undetermined(
     return found
 
 
+def _self_checked(arm: ArmResult, s: SessionResult, t: Thresholds, tally: _Tally) -> list[Finding]:
+    """An answer that checks itself and passed (its own code, a count run on to its
+    max_tokens): judged without a reference on its self-check and on what needs none."""
+    found = []
+    if s.check is not None:
+        tally.count(s.shape, s.check.kind)
+    elif s.workload == "recall" and s.hit is not None:
+        tally.count(s.shape, "recall")
+    for name, kind, detail in (
+        ("length", FindingKind.ENDED_EARLY, short_length(s, t.length_slack)),
+        ("usage", FindingKind.USAGE, usage_mismatch(s, None, t.length_slack)),
+    ):
+        tally.count(s.shape, name)  # type: ignore[arg-type]
+        if detail is not None:
+            found.append(_finding(arm, s, kind, detail))
+    if s.top_logprobs:
+        tally.count(s.shape, "greedy")
+        top = not_top1(s)
+        if top is not None:
+            found.append(_finding(arm, s, FindingKind.SAMPLED, top))
+    return found
+
+
 def wrong_again(s: SessionResult, ref: SessionResult, t: Thresholds) -> bool:
     """A replayed answer went wrong again (any way at all)."""
     if s.error is not None or s.cross_talk_from or passed(s) is False:
@@ -277,12 +270,21 @@ def _errors_grouped(found: list[Finding]) -> list[Finding]:
     return merged + rest
 
 
-def judge_arm(
-    arm: ArmResult, reference: bool, refs: References, t: Thresholds
-) -> tuple[list[Finding], list[Judged]]:
+@dataclass
+class ArmJudgement:
+    """One arm's (or step's) findings, how many answers each check judged, and the answers
+    that wait for a reference the judge has not got (not judged, in a final pass)."""
+
+    findings: list[Finding]
+    judged: list[Judged]
+    awaiting: list[int] = field(default_factory=list)
+
+
+def judge_arm(arm: ArmResult, reference: bool, refs: References, t: Thresholds) -> ArmJudgement:
     """Every finding of one arm (or step), and how many answers each check judged."""
     found = _arm_level(arm)
     tally = _Tally()
+    awaiting: list[int] = []
     for s in arm.sessions:
         if s.error is not None:
             found.append(_error(arm, s, refs, reference))
@@ -301,6 +303,10 @@ def judge_arm(
             found += _content(arm, s, ref, t, tally)
         elif s.session in refs.failed and refs.failed[s.session].error is None:
             found += _undetermined(arm, s, refs.failed[s.session], t, tally)
+        elif not needs_reference(s, t.length_slack):
+            found += _self_checked(arm, s, t, tally)
+        elif s.session not in refs:
+            awaiting.append(s.session)
     found = [_replayed(arm, f, refs, t) if f.kind in REPLAYABLE else f for f in found]
     flips = [f for f in found if f.kind is FindingKind.FLIP]
     replayable = sum(n for (_, check), n in tally.judged.items() if check in ("recall", "count"))
@@ -312,7 +318,7 @@ def judge_arm(
         Judged(arm=arm.spec.name, step=_step(arm), shape=shape, check=check, judged=n)
         for (shape, check), n in tally.judged.items()
     ]
-    return _errors_grouped(found), judged
+    return ArmJudgement(_errors_grouped(found), judged, sorted(set(awaiting)))
 
 
 def _not_judged(arms: Sequence[ArmResult], refs: References) -> list[Finding]:
@@ -374,21 +380,33 @@ def judge(
     findings: list[Finding] = []
     judged: list[Judged] = []
     for index, arm in enumerate(arms):
-        found, counts = judge_arm(arm, is_reference(index, arm), refs, t)
-        findings += found
-        judged += counts
+        one = judge_arm(arm, is_reference(index, arm), refs, t)
+        findings += one.findings + _unreferenced(arm, one.awaiting)
+        judged += one.judged
     findings += sampled_divergence(arms, refs.passed, t)
     findings += _greedy(comparisons, arms, t)
     findings += _not_judged(arms, refs)
     return Judgement(findings, judged)
 
 
+def _unreferenced(arm: ArmResult, sessions: list[int]) -> list[Finding]:
+    """Wrong answers the judge got no reference for: the first references of their class
+    (request path and workload) all failed alone, so the model cannot do it."""
+    if not sessions:
+        return []
+    return [Finding(
+        arm=arm.spec.name, step=_step(arm), kind=FindingKind.NOT_JUDGED, severity="info",
+        sessions=sessions,
+        message=f"{len(sessions)} wrong answer(s) not judged: no serial reference (the first "
+        "ones of their kind, request path and workload, failed alone too, or the run ended "
+        "before its references)",
+    )]
+
+
 def replay_candidates(arm: ArmResult, arms: Sequence[ArmResult], t: Thresholds) -> list[int]:
     """Sessions of ``arm`` to replay: wrong with only their own content, in an arm with no
     other failure (an arm that failed already fails whatever a replay says)."""
-    refs = references(arms)
-    found, _ = judge_arm(arm, False, refs, t)
-    hard = [f for f in found if f.hard]
+    hard = [f for f in judge_arm(arm, False, references(arms), t).findings if f.hard]
     if any(f.kind not in REPLAYABLE for f in hard):
         return []
     return sorted({s for f in hard for s in f.sessions})

@@ -98,12 +98,16 @@ def _correct_line(soft: Sequence[Finding], recall: bool) -> str:
 
 def _correctness(
     status: Status, findings: Sequence[Finding], judged: Sequence[Judged],
-    base: ArmResult, t: Thresholds, depth: _Depth | None,
+    base: ArmResult, t: Thresholds, depth: _Depth | None, envelope: Envelope | None,
 ) -> tuple[bool | None, list[str]]:
     hard = [f for f in findings if f.hard]
     soft = [f for f in findings if f.severity == "soft"]
     # The best request path's recall: a base model answers over completions only.
-    base_recall = floor_recall(base.sessions) if base.metrics else None
+    # A sweep's baseline sends its seeded sample and the references of wrong answers: the
+    # sample alone is no biased reading of what the model can do.
+    sample = set(envelope.reference_sample) if envelope is not None else set()
+    sessions = [s for s in base.sessions if s.session in sample] if sample else base.sessions
+    base_recall = floor_recall(sessions) if base.metrics else None
     if hard:
         return False, reason_lines(hard)
     if base_recall is not None and base_recall < t.recall_floor:
@@ -171,6 +175,12 @@ def decide(
     done = [a for a in arms if a.metrics is not None]
     if not done or done[0] is not arms[0]:
         why = "the baseline arm did not complete" if arms else "no arm ran"
+        hard = [f for f in findings if f.hard]
+        if hard:
+            # What failed before the baseline ran (a sweep's references come after it) still
+            # fails the run: a failure needs no reference.
+            return Verdict(outcome=Outcome.FAIL, correct=False,
+                           reasons=[*reason_lines(hard), f"{why} (status {status.value})"])
         return Verdict(reasons=[f"{why} (status {status.value})"])
     baseline = done[0]
     m = baseline.metrics
@@ -183,7 +193,7 @@ def decide(
         )
         return Verdict(reasons=[why])
     depth = _depth(envelope, planned)
-    correct, reasons = _correctness(status, findings, judged, baseline, t, depth)
+    correct, reasons = _correctness(status, findings, judged, baseline, t, depth, envelope)
     reasons += reason_lines([f for f in findings if f.severity == "soft"], "soft: ")
     reasons += reason_lines([f for f in findings if f.severity == "info"], "not judged: ")
     if envelope is not None:

@@ -14,10 +14,11 @@ _ARM = re.compile(r"^(?P<name>[a-z][a-z0-9_-]*)@(?P<n>[0-9]+)$")
 
 
 def baseline_arm(managed: bool) -> ArmSpec:
-    """A sweep's serial cold baseline: its own launch in simple mode, or the URL's server."""
+    """A sweep's serial cold baseline: its own launch in simple mode, or the URL's server,
+    after the sweep, sending alone only the references the judge asks for."""
     if managed:
-        return ArmSpec(name="simple@1", concurrency=1, mode="simple")
-    return ArmSpec(name="serial", concurrency=1)
+        return ArmSpec(name="simple@1", concurrency=1, mode="simple", role="reference")
+    return ArmSpec(name="serial", concurrency=1, role="reference")
 
 
 def url_arms(sessions: int) -> list[ArmSpec]:

@@ -14,7 +14,8 @@ import dataclasses
 from collections.abc import Sequence
 
 from batchprobe.client import OpenAIClient
-from batchprobe.judge.judge import references, replay_candidates, wrong_again
+from batchprobe.judge.judge import replay_candidates, wrong_again
+from batchprobe.judge.references import references
 from batchprobe.probe.arm import ArmContext
 from batchprobe.probe.waves import run_mixed_wave, run_waves
 from batchprobe.results.arms import ArmResult, ArmSpec

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import platform
 import secrets
 import sys
 import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from pydantic import JsonValue
 
 from batchprobe import __version__
-from batchprobe.client import OpenAIClient, Timeouts
+from batchprobe.client import Completer, OpenAIClient, Timeouts
 from batchprobe.errors import (
     BatchprobeError,
     ConfigError,
@@ -22,7 +25,8 @@ from batchprobe.errors import (
     EngineUnreachable,
 )
 from batchprobe.judge.compare import compare
-from batchprobe.judge.judge import judge
+from batchprobe.judge.judge import judge, judge_arm
+from batchprobe.judge.references import references
 from batchprobe.judge.verdict import decide
 from batchprobe.probe.arm import ArmContext, generates, warm_up
 from batchprobe.probe.cache import cache_notes, cache_policy, launch_spec, skipped_shapes
@@ -31,6 +35,7 @@ from batchprobe.probe.endpoint import Endpoint, EndpointProvider, engine_died, s
 from batchprobe.probe.interrupts import Interrupts, signals_as_interrupt
 from batchprobe.probe.items import Plans, build_plans
 from batchprobe.probe.metrics import arm_metrics
+from batchprobe.probe.references import ReferenceRounds
 from batchprobe.probe.replay import replay_wrong
 from batchprobe.probe.status import status_for
 from batchprobe.probe.sweep import envelope
@@ -38,7 +43,7 @@ from batchprobe.probe.sweep_run import Sweep
 from batchprobe.probe.waves import run_waves
 from batchprobe.results.client import ClientHealth
 from batchprobe.results.diagnosis import Diagnosis
-from batchprobe.results.findings import Finding, FindingKind, Severity
+from batchprobe.results.findings import Finding, FindingKind, Judged, Severity
 from batchprobe.results.models import (
     ArmResult,
     ArmSpec,
@@ -49,31 +54,64 @@ from batchprobe.results.models import (
     SessionResult,
     Status,
 )
-from batchprobe.results.sweep import StopRule, SweepStop
+from batchprobe.results.sweep import Envelope, StopRule, SweepStop
 from batchprobe.results.writer import write_report
+from batchprobe.workload.haystack import DEFAULT_CHARS_PER_TOKEN
 from batchprobe.workload.shapes import ShapePlan
 
 LLAMA_CPP = "llama.cpp"
 
 
+@dataclass(frozen=True)
+class PlanSummary:
+    """What a run will send, said before it starts: its requests and their tokens (the
+    references the judge asks for come later and are counted as they go)."""
+
+    requests: int
+    prompt_tokens: int
+    decode_tokens: int
+    """The sum of every request's max_tokens: the most it can decode."""
+
+
 class ProbeListener(Protocol):
-    """Progress callbacks (the CLI draws them with rich)."""
+    """Progress callbacks (the CLI draws them with rich, or as plain lines in a pipe).
+
+    ``phase``: a part of the run starts (the sweep's launch, the references, the replays);
+    ``arm_finished``: an arm or step ended, with what the judge could already say of it
+    (``findings``: errors, cross-talk, broken streams; ``awaiting``: wrong answers that wait
+    for their cold reference before they are called anything); ``judged``: the final pass,
+    once, with the report whose findings are the truth every mark must agree with."""
+
+    def plan_ready(self, summary: PlanSummary) -> None: ...
+
+    def phase(self, name: str, requests: int) -> None: ...
 
     def arm_started(self, arm: ArmResult, total: int) -> None: ...
 
     def session_done(self, arm: ArmResult, session: SessionResult) -> None: ...
 
-    def arm_finished(self, arm: ArmResult) -> None: ...
+    def arm_finished(self, arm: ArmResult, findings: Sequence[Finding], awaiting: int) -> None: ...
+
+    def judged(self, report: Report) -> None: ...
 
 
 class _Quiet:
+    def plan_ready(self, summary: PlanSummary) -> None:
+        pass
+
+    def phase(self, name: str, requests: int) -> None:
+        pass
+
     def arm_started(self, arm: ArmResult, total: int) -> None:
         pass
 
     def session_done(self, arm: ArmResult, session: SessionResult) -> None:
         pass
 
-    def arm_finished(self, arm: ArmResult) -> None:
+    def arm_finished(self, arm: ArmResult, findings: Sequence[Finding], awaiting: int) -> None:
+        pass
+
+    def judged(self, report: Report) -> None:
         pass
 
 
@@ -161,12 +199,34 @@ class ProbeRun:
             on_session=self._on_session,
         )
         ctx.plant(plans.plans)
+        self.listener.plan_ready(self._summary(plans))
         return ctx
+
+    def _summary(self, plans: Plans) -> PlanSummary:
+        """What the plan sends before any reference: each arm's or step's requests."""
+        cfg = self.config
+        chars = plans.shape_ctx.chars_per_token if plans.shape_ctx else DEFAULT_CHARS_PER_TOKEN
+        sends = [x.item for p in plans.plans for x in p.sends]
+        if not cfg.sweep:
+            sends = [
+                item
+                for spec in cfg.arms
+                for item in (
+                    [i for p in plans.plans for i in p.items] if spec.concurrency == 1
+                    else [x.item for p in plans.plans for x in p.sends]
+                )
+            ]
+        prompt = sum(len(i.prompt) + sum(len(m.content) for m in i.history) for i in sends)
+        return PlanSummary(
+            requests=len(sends),
+            prompt_tokens=int(prompt / chars),
+            decode_tokens=sum(i.max_tokens for i in sends),
+        )
 
     def _on_session(self, arm: ArmResult, session: SessionResult) -> None:
         self.listener.session_done(arm, session)
 
-    async def _arm(self, ep: Endpoint, arm: ArmResult) -> None:
+    async def _arm(self, ep: Endpoint, arm: ArmResult, rounds: ReferenceRounds | None) -> None:
         async with self.client(ep) as client:
             ctx = await self.prepare(ep, client)
             ctx.cache_body, ctx.cold_note, ctx.cache_note = cache_policy(
@@ -177,8 +237,12 @@ class ProbeRun:
             procs = self.client_procs(arm.spec.concurrency)
             async with arm_client(client, procs) as sender:
                 await sender.loop_lag()  # the arm's window starts here
-                self.listener.arm_started(arm, _requests(ctx, arm.spec))
-                arm.metrics = arm_metrics(arm.sessions, await run_waves(sender, arm, ctx))
+                if rounds is None:
+                    self.listener.arm_started(arm, _requests(ctx, arm.spec))
+                    wall = await run_waves(sender, arm, ctx)
+                else:
+                    wall = await self._rounds(sender, arm, ctx, rounds)
+                arm.metrics = arm_metrics(arm.sessions, wall)
                 self.client_health(arm, await client_health(sender, arm, procs, ctx.thresholds))
             if arm.spec.concurrency > 1:
                 t = self.config.thresholds
@@ -187,16 +251,51 @@ class ProbeRun:
         if ep.is_alive is not None and not ep.is_alive():
             arm.server_alive_after = False
 
-    def run_arm(self, spec: ArmSpec) -> None:
+    async def _rounds(
+        self, sender: Completer, arm: ArmResult, ctx: ArmContext, rounds: ReferenceRounds
+    ) -> float:
+        """The references the judge asks for, round after round, alone; their wall time."""
+        wall, index = 0.0, 0
+        while plans := rounds.next(index):
+            requests = sum(len(p.items) for p in plans)
+            self.listener.phase(f"references, round {index + 1}", requests)
+            if index == 0:
+                self.listener.arm_started(arm, requests)
+            wall += await run_waves(sender, arm, dataclasses.replace(ctx, plans=plans))
+            index += 1
+        return wall
+
+    def references(self) -> None:
+        """After the sweep: the baseline arm sends alone only what the judge asks for."""
+        spec = next(s for s in self.config.arms if s.role == "reference")
+        rounds = ReferenceRounds(
+            self.plans.plans, self.report.arms, self.config.thresholds.length_slack,
+            self.config.seed, every=self.config.references == "every",
+        )
+        self.run_arm(spec, rounds)
+        env = self.report.envelope
+        if env is not None:
+            env.reference_sample = sorted(rounds.sample)
+            env.references_asked = len(rounds.asked)
+            env.notes.append(
+                f"references: {len(rounds.asked)} item(s) sent alone after the sweep (a seeded "
+                f"sample of {len(rounds.sample)}, the wrong or short answers, the compared "
+                "greedy rows without logprobs)"
+                + (f"; {rounds.skipped} wrong answer(s) not sent: the first references of "
+                   "their kind failed alone too" if rounds.skipped else "")
+            )
+
+    def run_arm(self, spec: ArmSpec, rounds: ReferenceRounds | None = None) -> None:
         spec = launch_spec(spec, self.config)
         arm = ArmResult(spec=spec, state="running", started_at=_now())
-        self.report.arms.append(arm)
+        # The baseline leads the report, whenever it ran.
+        self.report.arms.insert(0 if spec.role == "reference" else len(self.report.arms), arm)
         self.save()
         died: EngineDied | None = None
         with self.provider(spec) as ep:
             self.served_by(ep, arm)
             try:
-                self.interrupts.run(self._arm(ep, arm))
+                self.interrupts.run(self._arm(ep, arm, rounds))
             except (EngineUnreachable, EngineStalled) as exc:
                 lost = server_lost(ep, arm, f"during arm {spec.name}", exc)
                 if lost is exc:
@@ -218,7 +317,7 @@ class ProbeRun:
                     "prompts; see cached_prompt_tokens per arm",
                 )
         arm.state = "done"
-        self.listener.arm_finished(arm)
+        self.listener.arm_finished(arm, self._findings_of(arm), 0)
         self.save()
         if died is not None:
             raise died
@@ -271,31 +370,67 @@ class ProbeRun:
                 arm.state = "interrupted" if status is Status.INTERRUPTED else "failed"
             if arm.metrics is None and arm.sessions:
                 arm.metrics = arm_metrics(arm.sessions, 0.0)
-        base = report.arms[0] if report.arms else None
+        base = self._baseline()
         report.comparisons = [compare(a, base) for a in report.arms[1:]] if base else []
         _warnings(report)
-        sweep = self.sweep
-        if sweep is not None and sweep.steps and report.arms:
-            stop = sweep.stop or SweepStop(
-                rule=StopRule.STOPPED_EARLY, detail=f"the run stopped: {status.value}"
-            )
-            report.envelope = envelope(report.arms[0], sweep.steps, sweep.notes)
-            report.envelope.stop = stop
         self.judge(status)
         report.finished_at = _now()
         self.save()
+        self.listener.judged(report)
+
+    def judgement(self) -> tuple[list[Finding], list[Judged]]:
+        """The run's findings as they stand (the final pass makes them again at the end)."""
+        base = self._baseline()
+        comparisons = [compare(a, base) for a in self.report.arms[1:]] if base else []
+        judged = judge(self.report.arms, comparisons, self.config.thresholds)
+        return judged.findings, judged.judged
+
+    def _baseline(self) -> ArmResult | None:
+        first = self.report.arms[0] if self.report.arms else None
+        return first if first is not None and first.spec.role in ("arm", "reference") else None
+
+    def _findings_of(self, arm: ArmResult) -> list[Finding]:
+        refs = references(self.report.arms)
+        return judge_arm(arm, arm.spec.role == "reference", refs, self.config.thresholds).findings
 
     def judge(self, status: Status) -> None:
-        """The findings, once, and the verdict rendered from them."""
+        """The findings, once; then every view of them: each sweep step's record and the
+        envelope (the final pass), and the verdict."""
         report, t = self.report, self.config.thresholds
         judgement = judge(report.arms, report.comparisons, t)
         judgement.findings += _not_run(report, status)
         report.findings, report.judged = judgement.findings, judgement.judged
+        sweep = self.sweep
+        if sweep is not None and sweep.steps:
+            sweep.finalize(self._baseline(), judgement.findings, judgement.judged)
+            stop = sweep.stop or SweepStop(
+                rule=StopRule.STOPPED_EARLY, detail=f"the run stopped: {status.value}"
+            )
+            kept = report.envelope
+            report.envelope = envelope(self._baseline(), sweep.steps, sweep.notes)
+            if kept is not None:
+                report.envelope.reference_sample = kept.reference_sample
+                report.envelope.references_asked = kept.references_asked
+            report.envelope.stop = _final_stop(stop, report.envelope)
         report.verdict = decide(
             status, report.arms, report.comparisons, t, report.envelope, self.config.sweep,
             judgement,
         )
         report.verdict.reasons += cache_notes(report.arms) + skipped_shapes(report.shapes)
+
+
+def _final_stop(stop: SweepStop, env: Envelope) -> SweepStop:
+    """A sweep that ran its plan but whose final pass fails a step stopped there: the
+    envelope's first failing depth, not the plan's end."""
+    if stop.rule is StopRule.PLAN_END and env.first_failing_n is not None:
+        failing = env.step(env.first_failing_n)
+        return SweepStop(
+            rule=StopRule.ERRORS if failing is not None and set(failing.hard_kinds) <= {"error"}
+            else StopRule.INCORRECT,
+            at_n=env.first_failing_n,
+            detail="; ".join(failing.reasons[:2]) if failing is not None else "",
+        )
+    return stop
 
 
 def _not_run(report: Report, status: Status) -> list[Finding]:
@@ -354,10 +489,13 @@ def run_probe(
     with signals_as_interrupt() as run.interrupts:
         try:
             for spec in config.arms:
-                run.run_arm(spec)
+                if spec.role != "reference":
+                    run.run_arm(spec)
             if config.sweep:
                 run.sweep = Sweep(run)
                 run.sweep.launch()
+                run.references()
+                run.sweep.after_references(run.judgement)
             status = Status.OK
         except BatchprobeError as exc:
             status, error = status_for(exc), RunError(message=str(exc))

@@ -57,7 +57,7 @@ def serial_s(sessions: Sequence[SessionResult], references: Sequence[ArmResult])
 
 def step_record(
     arm: ArmResult,
-    comparison: ArmComparison,
+    comparison: ArmComparison | None,
     mixed_speedup: float | None,
     judgement: tuple[list[Finding], list[Judged]],
     config: RunConfig,
@@ -80,12 +80,12 @@ def step_record(
     slo_given = limited is None and (
         config.slo_ttft_p99_s is not None or config.slo_itl_p99_s is not None
     )
-    speedup = comparison.decode_speedup
+    speedup = comparison.decode_speedup if comparison is not None else None
     findings, judged = judgement
     hard = [f for f in findings if f.hard]
     correct = False if hard else (True if judged_answers(judged) else None)
     reasons = reason_lines(hard) if hard else (
-        [] if correct else ["nothing judged: no answer of the step had a serial reference that passed"]
+        [] if correct else ["nothing judged: no answer of the step could be judged"]
     )
     return SweepStep(
         n=n,
@@ -145,7 +145,7 @@ def knee(steps: Sequence[SweepStep]) -> int | None:
 
 
 def envelope(
-    baseline: ArmResult, steps: Sequence[SweepStep], notes: Sequence[str] = ()
+    baseline: ArmResult | None, steps: Sequence[SweepStep], notes: Sequence[str] = ()
 ) -> Envelope:
     ordered = sorted(steps, key=lambda s: s.n)
     judged = [s for s in ordered if s.correct is not None]
@@ -165,9 +165,9 @@ def envelope(
         if s.server_load is not None and (s.server_load.waiting_max or 0) > 0
     ]
     env = Envelope(
-        baseline=baseline.spec.name,
+        baseline=baseline.spec.name if baseline is not None else "",
         baseline_decode_tokens_per_s=(
-            baseline.metrics.decode_tokens_per_s if baseline.metrics else None
+            baseline.metrics.decode_tokens_per_s if baseline and baseline.metrics else None
         ),
         steps=ordered,
         largest_correct_n=max(correct_below, default=None),

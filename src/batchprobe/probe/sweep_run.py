@@ -6,13 +6,16 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from batchprobe.client import OpenAIClient
 from batchprobe.client.types import RequestError
 from batchprobe.errors import EngineStalled, EngineUnreachable
 from batchprobe.judge.compare import compare
-from batchprobe.judge.judge import is_reference, judge_arm, references
+from batchprobe.judge.judge import judge_arm, replay_candidates
+from batchprobe.judge.references import references
 from batchprobe.probe.arm import ArmContext, generates, warm_up
 from batchprobe.probe.cache import cache_policy, launch_spec
 from batchprobe.probe.clients import arm_client, client_health
@@ -23,7 +26,7 @@ from batchprobe.probe.replay import replay_wrong
 from batchprobe.probe.sweep import envelope, failure_rule, knee, predicted_s, serial_s, step_record
 from batchprobe.probe.waves import run_mixed_wave, run_waves
 from batchprobe.results.arms import ArmResult, ArmSpec
-from batchprobe.results.findings import Finding, Judged
+from batchprobe.results.findings import Finding, FindingKind, Judged
 from batchprobe.results.sweep import StopRule, SweepStep, SweepStop
 from batchprobe.workload.shapes import ShapePlan
 
@@ -35,6 +38,17 @@ StepPlans = tuple[ShapePlan | None, list[ShapePlan]]
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass
+class _StepRun:
+    """What the final pass needs of a step besides its arm: its plans (replays), its mixed
+    wave's wall time and where that wave starts among its sessions, its references."""
+
+    plans: StepPlans
+    mixed_wall: float
+    before: int
+    references_note: str
 
 
 def step_plans(plans: StepPlans) -> list[ShapePlan]:
@@ -52,6 +66,8 @@ class Sweep:
         self.stop: SweepStop | None = None
         self.notes: list[str] = []
         self.warm_up_error: RequestError | None = None
+        self.records: dict[str, _StepRun] = {}
+        self.spec: ArmSpec | None = None
 
     def launch(self) -> None:
         depths = self.config.sweep or []
@@ -62,6 +78,7 @@ class Sweep:
             self.config,
         )
         run = self.run
+        self.spec = spec
         with run.provider(spec) as ep:
             try:
                 run.interrupts.run(self._sweep(ep, spec))
@@ -140,7 +157,9 @@ class Sweep:
         if stop is None or stop.at_n is None:
             return
         failing = stop.at_n
-        correct = max((s.n for s in self.steps if s.correct and s.n < failing), default=None)
+        correct = max(
+            (s.n for s in self.steps if s.correct is not False and s.n < failing), default=None
+        )
         while correct is not None and failing - correct > 1:
             middle = (correct + failing) // 2
             plans = self.run.plans.at(middle)
@@ -151,7 +170,7 @@ class Sweep:
                 )
                 return
             step = await self._step(client, ep, ctx, spec, middle, plans, "bisect")
-            if step.correct:
+            if step.correct is not False:
                 correct = middle
             else:
                 failing = middle
@@ -193,25 +212,56 @@ class Sweep:
         self.run.listener.arm_started(ref, len(ctx.items))
         ref.metrics = arm_metrics(ref.sessions, await run_waves(client, ref, ctx))
         ref.state = "done"
-        self.run.listener.arm_finished(ref)
+        self.run.listener.arm_finished(ref, [], 0)
         return ref
 
-    def _judge(self, judged: list[ArmResult], arm: ArmResult) -> tuple[list[Finding], list[Judged]]:
-        refs = references(judged)
-        found, counts = judge_arm(arm, False, refs, self.config.thresholds)
-        for index, other in enumerate(judged[:-1]):
-            if index and is_reference(index, other):
-                more, _ = judge_arm(other, True, refs, self.config.thresholds)
-                found += more
-        return found, counts
+    def _judge(self, arm: ArmResult) -> tuple[list[Finding], list[Judged], list[int]]:
+        """What the judge can say of a step as it ends, before the references it asks for:
+        errors, cross-talk, broken streams, answers that checked themselves (a bisection
+        step brings its own references). The final pass (``finalize``) says the rest."""
+        refs = references(self.run.report.arms)
+        one = judge_arm(arm, False, refs, self.config.thresholds)
+        found = list(one.findings)
+        for other in self.run.report.arms:
+            if other.spec.role == "reference" and other.spec.depth == arm.spec.depth:
+                found += judge_arm(other, True, refs, self.config.thresholds).findings
+        return found, one.judged, one.awaiting
+
+    def finalize(self, baseline: ArmResult | None, findings: list[Finding],
+                 judged: list[Judged]) -> None:
+        """The final pass: every step's record from the run's final findings (a finding
+        belongs to a step by its arm, or by a session the step sent), and its speedup over
+        the baseline the references measured."""
+        arms = {a.spec.name: a for a in self.run.report.arms}
+        refs = [a for a in self.run.report.arms if a.spec.role == "reference"]
+        steps = []
+        for step in self.steps:
+            arm, record = arms[step.arm], self.records[step.arm]
+            mine = {s.session for s in arm.sessions}
+            own = [
+                f for f in findings
+                if f.arm == step.arm or (
+                    f.arm not in {r.spec.name for r in refs} and mine & set(f.sessions)
+                    and f.kind is not FindingKind.NOT_JUDGED
+                )
+            ]
+            counts = [j for j in judged if j.arm == step.arm]
+            alone = serial_s(arm.sessions[record.before:], refs)
+            mixed = alone / record.mixed_wall if alone is not None and record.mixed_wall > 0 else None
+            steps.append(step_record(
+                arm, compare(arm, baseline) if baseline is not None else None, mixed,
+                (own, counts), self.config, step.server_load, step.engine_rss_peak_mb,
+                step.kind, record.references_note,
+            ))
+        self.steps = steps
 
     async def _step(
         self, client: OpenAIClient, ep: Endpoint, ctx: ArmContext, spec: ArmSpec, n: int,
         plans: StepPlans, kind: str,
     ) -> SweepStep:
-        """One step: its waves, its liveness, its references (bisection), its replays."""
+        """One step: its waves, its liveness, its references (bisection), what the judge can
+        say of it before the references."""
         run = self.run
-        baseline = run.report.arms[0]
         arm = self._new_arm(f"sweep@{n}", n, n, spec.mode, "step")
         if not self.steps and self.warm_up_error is not None:
             arm.warm_up_error = self.warm_up_error
@@ -220,30 +270,104 @@ class Sweep:
         run.listener.arm_started(arm, sum(len(p.sends) for p in step_ctx.plans))
         sampler, mixed_wall = await self._waves(client, ep, arm, ctx, plans)
         before = len(arm.sessions) - sum(len(p.sends) for p in plans[1])
-        judged = [baseline, arm]
-        references_note = f"the serial baseline {baseline.spec.name} (its own launch, cold)"
+        note = "the serial baseline: the references the judge asked for, sent alone after the sweep"
         if kind == "bisect":
-            ref = await self._references(client, n, spec.mode, step_ctx)
-            judged = [baseline, ref, arm]
-            references_note = f"{ref.spec.name}: its items sent alone on the sweep's launch, after the wave"
-        waves = [[plans[0]]] if plans[0] is not None else []
-        await replay_wrong(client, arm, ctx, judged, self.config.thresholds, [*waves, plans[1]],
-                           mixed=True)
+            await self._references(client, n, spec.mode, step_ctx)
+            note = f"references@{n}: its items sent alone on the sweep's launch, after the wave"
+            waves = [[plans[0]]] if plans[0] is not None else []
+            await replay_wrong(client, arm, ctx, run.report.arms, self.config.thresholds,
+                               [*waves, plans[1]], mixed=True)
+        self.records[arm.spec.name] = _StepRun(plans, mixed_wall, before, note)
         arm.server_alive_after = await generates(client, arm.spec.name, step_ctx)
         if ep.is_alive is not None and not ep.is_alive():
             arm.server_alive_after = False
         arm.state = "done"
-        run.listener.arm_finished(arm)
-        alone = serial_s(arm.sessions[before:], judged[:-1])
+        found, counts, awaiting = self._judge(arm)
+        run.listener.arm_finished(arm, found, len(awaiting))
         step = step_record(
-            arm, compare(arm, baseline),
-            alone / mixed_wall if alone is not None and mixed_wall > 0 else None,
-            self._judge(judged, arm), self.config, sampler.server_load(), sampler.rss_peak_mb,
-            kind, references_note,
+            arm, None, None, (found, counts), self.config, sampler.server_load(),
+            sampler.rss_peak_mb, kind, note,
         )
+        if not step.hard_kinds and awaiting:
+            step = step.model_copy(update={
+                "correct": None,
+                "reasons": [f"{len(awaiting)} answer(s) await their serial reference"],
+            })
         self.steps.append(step)
-        run.report.envelope = envelope(baseline, self.steps, self.notes)
+        run.report.envelope = envelope(None, self.steps, self.notes)
         run.save()
         if arm.server_alive_after is False:
             raise EngineUnreachable(f"the server stopped answering after step {arm.spec.name}")
         return step
+
+    async def replay(self, client: OpenAIClient, ctx: ArmContext) -> None:
+        """Replay the waves of every step holding a wrong answer whose reference passed."""
+        t = self.config.thresholds
+        for arm in self.run.report.arms:
+            record = self.records.get(arm.spec.name)
+            if record is None or arm.replays or not replay_candidates(arm, self.run.report.arms, t):
+                continue
+            throughput, mixed = record.plans
+            waves = [[throughput]] if throughput is not None else []
+            self.run.listener.phase(f"replays of {arm.spec.name}", 0)
+            await replay_wrong(client, arm, ctx, self.run.report.arms, t, [*waves, mixed],
+                               mixed=True)
+
+    def after_references(self, judgement: Callable[[], tuple[list[Finding], list[Judged]]]) -> None:
+        """After the references, on a batching launch again (a managed engine) or the same
+        server: the steps' wrong answers whose reference passed are replayed in their waves;
+        then, where the judgement (``judgement``: the run's findings so far) fails a step of
+        the plan with a correct one below it, the depths between are bisected (each with its
+        own references, sent alone on that launch)."""
+        if self.spec is None:
+            return
+        spec, run = self.spec, self.run
+        if not self.wants_replays() and self._late_stop(*judgement()) is None:
+            return
+        with run.provider(spec) as ep:
+            try:
+                run.interrupts.run(self._after(ep, spec, judgement))
+            except (EngineUnreachable, EngineStalled) as exc:
+                lost = server_lost(ep, run.report.arms[-1], "after the references", exc)
+                if lost is exc:
+                    raise
+                raise lost from exc
+
+    def _late_stop(self, findings: list[Finding], judged: list[Judged]) -> SweepStop | None:
+        """Where the plan's steps, judged with their references, fail one that the sweep
+        could not call failing as it ran (a wrong answer needs its reference) with a correct
+        one below it and depths between: the stop there, for a bisection."""
+        if self.stop is None or self.stop.rule is not StopRule.PLAN_END:
+            return None
+        self.finalize(self.run.report.arms[0], findings, judged)
+        failing = min((s.n for s in self.steps if s.correct is False), default=None)
+        if failing is None:
+            return None
+        correct = max((s.n for s in self.steps if s.correct and s.n < failing), default=None)
+        if correct is None or failing - correct <= 1:
+            return None
+        step = next(s for s in self.steps if s.n == failing)
+        return SweepStop(rule=failure_rule(step), at_n=failing, detail="; ".join(step.reasons[:2]))
+
+    async def _after(
+        self, ep: Endpoint, spec: ArmSpec,
+        judgement: Callable[[], tuple[list[Finding], list[Judged]]],
+    ) -> None:
+        async with self.run.client(ep) as client:
+            ctx = await self.run.prepare(ep, client)
+            ctx.cache_body, ctx.cold_note, ctx.cache_note = cache_policy(
+                ctx.extra_body, ep.cache_control, spec
+            )
+            await self.replay(client, ctx)
+            stop = self._late_stop(*judgement())
+            if stop is not None:
+                self.stop = stop
+                self.run.listener.phase("bisection", 0)
+                await self._bisect(client, ep, ctx, spec, time.monotonic())
+    def wants_replays(self) -> bool:
+        t = self.config.thresholds
+        arms = self.run.report.arms
+        return any(
+            replay_candidates(a, arms, t) for a in arms if a.spec.name in self.records
+            and not a.replays
+        )

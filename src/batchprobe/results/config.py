@@ -51,6 +51,15 @@ class RunConfig(_Model):
     seed: int = Field(
         default=0, ge=0, le=MAX_SEED, description="Seeds item generation only (never sent)."
     )
+    references: Literal["needed", "every"] = Field(
+        default="needed",
+        description=(
+            "A sweep's serial references, sent alone after it: `needed`, only what the judge "
+            "asks for (wrong or short answers, a seeded sample, compared greedy rows without "
+            "logprobs); `every`, every item (twice the requests; every answer compared with "
+            "its serial run)."
+        ),
+    )
     request_seed: int | None = Field(
         default=None,
         ge=0,

@@ -132,6 +132,16 @@ class Envelope(_Model):
     )
     notes: list[str] = Field(default_factory=list)
     stop: SweepStop | None = None
+    reference_sample: list[int] = Field(
+        default_factory=list,
+        description="The seeded sample of items the judge asked to be sent alone whatever "
+        "their answers (greedy equality, usage, the serial throughput baseline), by session.",
+    )
+    references_asked: int = Field(
+        default=0,
+        description="Items sent alone for reference after the sweep: the sample, the wrong or "
+        "short answers, the compared greedy rows without logprobs.",
+    )
 
     def step(self, n: int) -> SweepStep | None:
         return next((s for s in self.steps if s.n == n), None)

@@ -22,6 +22,8 @@ from batchprobe.workload.shapes._types import (
 
 TWINS = 2
 FAMILY = 3
+# Sweep steps this deep or shallower send one twin pair and a family of two.
+SHALLOW = 4
 # Re-sent while they decode and after they ended, one over each request path: a server may
 # cache what a prompt left behind on one path only (mlx-lm checkpoints chat prompts only).
 RESENT = 2
@@ -72,16 +74,20 @@ class Repeat:
     def build(self, ctx: ShapeContext) -> ShapePlan:
         rng = ctx.rng(self.name)
         tokens = max(ctx.haystack_tokens // 3, 64)
-        twin_sessions = ctx.take_sessions(TWINS)
-        family = _family(ctx, rng, ctx.take_sessions(FAMILY), tokens)
+        # A shallow sweep step (few in flight) keeps every role with fewer of each: the wave
+        # goes through its slots in fewer rounds.
+        shallow = ctx.depth is not None and ctx.depth <= SHALLOW
+        twin_count, family_count = (1, 2) if shallow else (TWINS, FAMILY)
+        twin_sessions = ctx.take_sessions(twin_count)
+        family = _family(ctx, rng, ctx.take_sessions(family_count), tokens)
         resent = ctx.take_sessions(RESENT)
         singles = []
         # One item over the other request path, the second re-sent one (sent second, so its
         # prefill has company): one per shape, so a model that does recall over one path only
         # (a base model over chat) keeps its serial recall.
-        apis = [ctx.api_for(0)] * (TWINS + 1) + [ctx.api_for(1)]
+        apis = [ctx.api_for(0)] * (twin_count + 1) + [ctx.api_for(1)]
         for api, session, code in zip(
-            apis, [*twin_sessions, *resent], ctx.new_codes(rng, TWINS + RESENT)
+            apis, [*twin_sessions, *resent], ctx.new_codes(rng, twin_count + RESENT)
         ):
             singles.append(
                 recall_item(
@@ -98,7 +104,7 @@ class Repeat:
                     api=api,
                 )
             )
-        twins, again = singles[:TWINS], singles[TWINS:]
+        twins, again = singles[:twin_count], singles[twin_count:]
         # The re-sent ones go first, so each is prefilled beside other prompts, not last: a
         # server that stores what a batched prefill left behind under the wrong row (mlx-lm
         # 0.31.0 gave every row the last row's KV) then answers the re-send from another prompt.
