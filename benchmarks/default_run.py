@@ -102,7 +102,7 @@ def _figures(report: Report, wall: float, phases: _Phases) -> _Figures:
         phases=phases.spans(),
         outcome=report.verdict.outcome.value,
         baseline_decode=base.decode_tokens_per_s if base else None,
-        speedup=report.verdict.speedup if hasattr(report.verdict, "speedup") else None,
+        speedup=report.verdict.speedup,
         references=len(report.arms[0].sessions) if report.arms else 0,
     )
 
@@ -138,7 +138,7 @@ def _line(name: str, f: _Figures, ref: _Figures | None) -> str:
         f"  prompt tok {f.prompt_tokens}  completion tok {f.completion_tokens}"
         f"{ratio(f.completion_tokens, ref.completion_tokens if ref else 0)}\n"
         f"{'':>10}phases: {phases}; serial baseline decode "
-        f"{f.baseline_decode or 0:.1f} tok/s"
+        f"{f.baseline_decode or 0:.1f} tok/s; speedup {f.speedup or 0:.2f}x"
     )
 
 

@@ -16,7 +16,9 @@ def default_run(tmp_path: Path, sweep: str | None = None, **fake: object) -> Rep
     """The default plan (or one sweep of it) against the fake in the mode ``fake`` says."""
     tmp_path.mkdir(exist_ok=True)
     with FakeServerThread(FakeServerConfig(**{**FAST, **fake})) as server:  # type: ignore[arg-type]
-        plan = plan_run(base_url=server.base_url, output=tmp_path / "v.json", sweep=sweep)
+        # Every item's serial reference: the tests read the data beside each row's own.
+        plan = plan_run(base_url=server.base_url, output=tmp_path / "v.json", sweep=sweep,
+                        references="every")
         return run_plan(plan)
 
 

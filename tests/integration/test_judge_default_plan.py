@@ -37,7 +37,8 @@ def _hard(report: Report) -> set[tuple[str | None, FindingKind]]:
     {"prefix_cache": True},
     {"jitter_ms": 1.0, "seed": 3},
     {"batch_cap": 4},
-], ids=["continuous", "prefix-cache", "jitter", "batch-cap"])
+    {"tokens_per_delta": 4},
+], ids=["continuous", "prefix-cache", "jitter", "batch-cap", "coalesced-deltas"])
 def test_every_healthy_mode_of_the_fake_passes(folder: Path, mode: dict[str, object]) -> None:
     report, _ = default_run(folder, "healthy-" + "-".join(map(str, mode)) or "plain", **mode)
     assert report.verdict.outcome is Outcome.PASS, report.verdict.reasons
@@ -86,6 +87,13 @@ BUGS = {
                         None, "length", FindingKind.ENDED_EARLY),
     "stop-leak": ({"fault": "stop_leak", "fault_when": "params"},
                   "params", None, None),
+    # Every row run with the stop strings of the rows in flight beside it, its own kept (what
+    # llama.cpp + Gemma 3 passed): the greedy neighbour is cut at the stop row's second string.
+    "stop-shared": ({"fault": "stop_shared", "fault_when": "params"},
+                    "params", "stop", FindingKind.STOP),
+    # Another row's penalties: a neighbour's count breaks as penalties break one.
+    "penalty-leak": ({"fault": "penalty_leak", "fault_when": "params"},
+                     "params", "count", FindingKind.COUNT_BROKE),
     "sampling-leak-logprobs": ({"fault": "param_leak", "fault_when": "params"},
                                "params", "greedy", FindingKind.SAMPLED),
     "sampling-leak-no-logprobs": ({"fault": "param_leak", "fault_when": "params",
@@ -97,6 +105,15 @@ BUGS = {
                    None, "usage", FindingKind.USAGE),
     # Every concurrent request re-sends its serial reference's prompt: wrong everywhere.
     "wrong-resend": ({"fault": "wrong_resend"}, None, None, None),
+    # Streams damaged under batching (vllm-mlx): deltas dropped while usage and finish stay
+    # right (every other one: the text against its reference; every 8th: usage beyond what
+    # the text holds), and a stream ended with no finish_reason and no [DONE].
+    "drop-deltas": ({"fault": "drop_deltas", "fault_when": "above"},
+                    None, "stream", FindingKind.STREAM),
+    "drop-deltas-interval": ({"fault": "drop_deltas", "fault_when": "above",
+                              "tokens_per_delta": 8}, None, "stream", FindingKind.STREAM),
+    "cut-stream": ({"fault": "cut_stream", "fault_when": "above"},
+                   None, "errors", FindingKind.ERROR),
 }
 
 

@@ -16,7 +16,7 @@ from batchprobe.probe import plan_run
 from batchprobe.probe.discover import BIAS_WORDS, bias_tokens
 from batchprobe.probe.items import Plans, build_plans
 from batchprobe.workload.shapes import ShapePlan
-from batchprobe.workload.shapes.params import ROLES
+from batchprobe.workload.shapes.params import ROLES, WITH_LOGPROBS
 
 PARAMS_ROLES = {"greedy", "open", "control", "sampled", "bias", "stop", "penalty"}
 
@@ -40,17 +40,27 @@ def _wave_sends(throughput: ShapePlan | None, mixed: list[ShapePlan]) -> int:
     return sum(len(p.sends) for p in mixed)
 
 
+def test_without_logprobs_the_params_wave_keeps_its_divergence_rows() -> None:
+    from batchprobe.workload.shapes.params import roles
+
+    without, with_ = Counter(roles(2)), Counter(roles(2, logprobs=True))
+    assert without["open"] == without["control"] == 4 and without["sampled"] == 2
+    assert set(with_) == PARAMS_ROLES and sum(with_.values()) == len(WITH_LOGPROBS) < len(ROLES)
+
+
 def test_every_step_of_the_default_plan_carries_every_role(tmp_path: Path) -> None:
     depths, plans = _default_plans(tmp_path)
     assert depths == [1, 2, 4, 8, 16]
-    assert set(ROLES) == PARAMS_ROLES
+    assert set(ROLES) == set(WITH_LOGPROBS) == PARAMS_ROLES
     for depth in depths[1:]:
         mixed = {p.shape: p for p in plans.steps[depth]}
         assert _wave_sends(plans.throughput.get(depth), plans.steps[depth]) >= depth
         params = mixed["params"]
         roles = Counter(i.role for i in params.items)
         assert set(roles) == PARAMS_ROLES, (depth, roles)
-        assert roles["open"] >= 4 and roles["sampled"] >= 2 and roles["control"] == roles["open"]
+        # The fake returns top logprobs: each greedy row checks its own top-1, so one of each
+        # role (and a second open row) is the whole set.
+        assert roles["open"] >= 2 and roles["sampled"] >= 1 and roles["control"] >= 1
         # Open rows ask for top logprobs; nothing else does.
         assert all((i.top_logprobs is not None) == (i.role == "open") for i in params.items)
         phases = {s.item.role: s.phase for s in params.sends}

@@ -1,10 +1,26 @@
 import pytest
 
 from batchprobe.client.types import ErrorKind, RequestError
+from batchprobe.judge.checks import CheckStatus, run_checks
 from batchprobe.judge.compare import compare, first_divergence
-from batchprobe.judge.verdict import decide
+from batchprobe.judge.judge import Judgement, judge
+from batchprobe.judge.judged import judged_answers, judged_items
+from batchprobe.judge.verdict import decide, floor_recall
 from batchprobe.probe.metrics import arm_metrics
-from batchprobe.results.models import ArmResult, ArmSpec, Outcome, SessionResult, Status
+from batchprobe.results.findings import Finding, FindingKind, Judged
+from batchprobe.results.models import (
+    ArmResult,
+    ArmSpec,
+    Environment,
+    Outcome,
+    Report,
+    RunConfig,
+    SessionResult,
+    Status,
+    Verdict,
+)
+from batchprobe.results.shapes import SelfCheck
+from batchprobe.results.sweep import Envelope, SweepStep
 from batchprobe.results.thresholds import Thresholds
 
 
@@ -125,3 +141,92 @@ def test_logprob_delta_only_where_both_arms_agree():
     b = _s("b", "decode", 0, text="abd").model_copy(update={"logprobs": [-0.1, -0.5, -9.0]})
     assert logprob_delta(a, b, agree=2) == pytest.approx(0.3)
     assert logprob_delta(a, _s("c", "decode", 0), agree=2) is None
+
+
+# --- One judgement: the verdict's typed fields, read by every output ---------------------------
+
+_ENV = Environment(batchprobe_version="0", python="3", platform="test")
+
+
+def _report(arms, verdict, findings=(), envelope=None, judged=()):
+    return Report(run_id="r", started_at="2026-01-01T00:00:00Z", status=Status.OK,
+                  config=RunConfig(base_url="http://127.0.0.1:1"), environment=_ENV,
+                  arms=list(arms), verdict=verdict, findings=list(findings),
+                  envelope=envelope, judged=list(judged))
+
+
+def _check(report, name):
+    return next(c for c in run_checks(report) if c.name == name)
+
+
+def test_the_parallel_check_reads_the_verdict_s_parallel_reason_not_a_reason_s_text():
+    # An arm whose name says "parallel" leads the reasons: its line is not the parallel one.
+    v, _ = _verdict(_serial(), _concurrent(speed=4.0))
+    assert v.parallel is False and v.parallel_reason.startswith("not parallel: decode speedup")
+    verdict = v.model_copy(update={"reasons": [
+        "arm parallel@8, shape burst: session 1 missed its needle", *v.reasons]})
+    check = _check(_report([], verdict), "run.parallel")
+    assert check.status is CheckStatus.FAILED and check.message == v.parallel_reason
+
+
+def test_an_info_not_run_finding_skips_its_check_rather_than_failing_it():
+    # An interrupted arm did not complete: not judged (info), not a failure.
+    arm = ArmResult(spec=ArmSpec(name="concurrent", concurrency=4), state="interrupted")
+    found = Finding(arm="concurrent", kind=FindingKind.NOT_RUN, severity="info",
+                    message="did not complete (state interrupted)")
+    check = _check(_report([arm], Verdict(), [found]), "concurrent.completed")
+    assert check.status is CheckStatus.SKIPPED, check
+    hard = found.model_copy(update={"severity": "hard"})
+    assert _check(_report([arm], Verdict(), [hard]), "concurrent.completed").status is (
+        CheckStatus.FAILED)
+
+
+def _step(n, speedup, correct):
+    return SweepStep(n=n, arm=f"sweep@{n}", references="serial", speedup=speedup, correct=correct)
+
+
+def test_the_verdict_carries_the_speedup_it_judged_parallelism_on():
+    # The best correct step deeper than 1: not N=1's figure, not the wrong step's.
+    env = Envelope(baseline="serial", steps=[_step(1, 2.0, True), _step(4, 1.6, True),
+                                             _step(8, 6.0, False)])
+    v = decide(Status.OK, [_serial()], [], Thresholds(), env, [1, 4, 8], Judgement([], []))
+    assert (v.parallel, v.speedup, v.speedup_n) == (True, 1.6, 4)
+    assert v.parallel_reason in v.reasons and "1.60x at 4 in flight" in v.parallel_reason
+    # An arm plan: the widest arm's.
+    v, comps = _verdict(_serial(), _concurrent())
+    assert (v.speedup, v.speedup_n) == (comps[0].decode_speedup, 4)
+
+
+def test_recall_not_judged_is_a_typed_finding_on_the_baseline():
+    serial = _serial()
+    for s in serial.sessions:
+        if s.workload == "recall":
+            s.hit = False
+    arms = [serial, _concurrent()]
+    comps = [compare(arms[1], serial)]
+    judgement = judge(arms, comps, Thresholds())
+    v = decide(Status.OK, arms, comps, Thresholds(), judgement=judgement)
+    floor = [f for f in judgement.findings if f.message.startswith("recall not judged")]
+    assert len(floor) == 1, judgement.findings
+    assert (floor[0].arm, floor[0].kind, floor[0].severity) == (
+        "serial", FindingKind.NOT_JUDGED, "info")
+    assert v.correct is None and v.reasons[0] == floor[0].message
+    assert sum(floor[0].message in r for r in v.reasons) == 1, "named once"
+
+
+def test_recall_has_one_definition_the_answer_s_own_self_check():
+    # Scored by its checker, which says it missed: every reader of recall agrees.
+    missed = SelfCheck(kind="recall", passed=False, detail="missed its needle")
+    sessions = [_s("serial", "recall", i, hit=True).model_copy(update={"check": missed})
+                for i in range(2)]
+    arm = _arm("serial", 1, sessions)
+    assert arm.metrics is not None and arm.metrics.recall == 0.0
+    assert arm.metrics.recall_hits == 0 and floor_recall(sessions) == 0.0
+
+
+def test_judged_answers_has_one_definition():
+    rows = [Judged(arm="sweep@4", step=4, shape="burst", check="cross_talk", judged=4),
+            Judged(arm="sweep@4", step=4, shape="burst", check="count", judged=4),
+            Judged(arm="sweep@8", step=8, shape="params", check="stop", judged=2)]
+    assert judged_answers(rows) == 6
+    assert judged_items(_report([], Verdict(), judged=rows)) == 6

@@ -2,23 +2,29 @@
 
 Three ways to show it, chosen by ``--progress``:
 
-- ``plain`` (the default off a terminal: CI logs, pipes): one line per arm or sweep step as it
-  ends, a line when the bisection starts and for each install or launch step, every one
-  flushed at once so a piped log shows it then, not at the end of the run;
+- ``plain`` (the default off a terminal: CI logs, pipes): the plan at the start (requests,
+  prompt and decode tokens), one line per arm or sweep step as it ends, an estimate of the
+  time left once the first one has run, a line per phase (the references, the replays, the
+  bisection) and for each install or launch step, and a heartbeat whenever nothing else was
+  said for a while (the phase, requests done of planned, elapsed): a piped log is never silent
+  for more than ``HEARTBEAT_S``. Each line is flushed at once;
 - ``rich`` (the default on a terminal): a bar per arm with elapsed time and ETA, and a line for
-  the plan (arms done of planned, the live count of wrong answers);
+  the plan (arms done of planned, the wrong answers the judge has found so far);
 - ``off``: nothing.
 
-The ✓/✗ of a line is what the answers themselves showed while the arm ran (errors, cross-talk,
-failed self-checks); the verdict's judgement, made after the run, is the summary's.
+Every mark is read from the judge's findings, never from a raw answer: an arm's line says what
+the judge could say as it ended (errors, cross-talk, broken streams: ✗; answers that wait for
+their cold reference: "awaiting reference", not wrong), and after the final pass
+(``judged``) one line per step or arm gives its final mark, so the log ends with the truth.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Literal
 
@@ -35,62 +41,106 @@ from rich.progress import (
 )
 from typing_extensions import Self
 
-from batchprobe.results.models import ArmResult, RunConfig, SessionOutcome, SessionResult
+from batchprobe.judge.checks import arm_correct, run_checks
+from batchprobe.probe.run import PlanSummary
+from batchprobe.results.findings import Finding
+from batchprobe.results.models import ArmResult, Report, RunConfig, SessionResult
 
 ProgressMode = Literal["auto", "plain", "rich", "off"]
 PROGRESS_MODES: tuple[ProgressMode, ...] = ("auto", "plain", "rich", "off")
 
-
-def wrong_kind(session: SessionResult) -> str | None:
-    """What was wrong with one answer on its own (None: nothing it shows by itself)."""
-    outcome = session.outcome
-    if outcome is SessionOutcome.ERROR and session.error is not None:
-        return session.error.kind.value
-    if outcome is SessionOutcome.CROSS_TALK:
-        return "cross-talk"
-    if outcome is SessionOutcome.MISS:
-        return "recall miss"
-    if session.check is not None and not session.check.passed:
-        return f"{session.check.kind} broke"
-    return None
+HEARTBEAT_S = 30.0  # a piped log says something at least this often
+_WAKE_S = 5.0  # how often the heartbeat looks (a quiet spell ends within this of HEARTBEAT_S)
 
 
-def _wrong(arm: ArmResult) -> Counter[str]:
-    return Counter(k for s in arm.sessions if (k := wrong_kind(s)) is not None)
+def _kinds(findings: Sequence[Finding]) -> str:
+    """``2 recall miss, 1 error`` (per finding kind, the sessions it names)."""
+    kinds: Counter[str] = Counter()
+    for f in findings:
+        kinds[f.kind.value.replace("_", " ")] += max(len(f.sessions), 1)
+    return ", ".join(f"{n} {k}" for k, n in kinds.most_common())
 
 
-def arm_line(arm: ArmResult) -> str:
-    """``sweep@8 N=8 ✗ 3 wrong (2 cross-talk, 1 timeout) 812.3 tok/s 2.1 s``."""
-    wrong = _wrong(arm)
-    if arm.error:
-        mark = f"✗ {arm.error}"
-    elif wrong:
-        kinds = ", ".join(f"{n} {k}" for k, n in wrong.most_common())
-        mark = f"✗ {sum(wrong.values())} wrong ({kinds})"
+def finding_mark(arm: ArmResult, findings: Sequence[Finding], awaiting: int) -> str:
+    """What the judge could say of an arm as it ended: ``✗ 3 wrong (2 cross talk, 1 error)``,
+    ``… 4 awaiting reference``, or ``✓ 12 answers``."""
+    hard = [f for f in findings if f.hard]
+    if hard:
+        sessions = {(f.arm, s) for f in hard for s in f.sessions}
+        what = f"{len(sessions)} wrong" if sessions else "failed"
+        mark = f"✗ {what} ({_kinds(hard)})"
+    elif awaiting:
+        mark = f"… {awaiting} awaiting reference"
     else:
         mark = f"✓ {len(arm.sessions)} answers"
+    soft = [f for f in findings if f.severity == "soft"]
+    return f"{mark}; soft: {_kinds(soft)}" if soft else mark
+
+
+def arm_line(arm: ArmResult, findings: Sequence[Finding], awaiting: int) -> str:
+    """``sweep@8 N=8 ✗ 3 wrong (2 cross talk, 1 error)  812.3 tok/s  2.1 s``."""
     m = arm.metrics
     rate = None if m is None else (m.aggregate_decode_tokens_per_s or m.decode_tokens_per_s)
     tok = "- tok/s" if rate is None else f"{rate:.1f} tok/s"
     wall = "-" if m is None else f"{m.wall_s:.1f} s"
+    mark = finding_mark(arm, findings, awaiting)
     return f"{arm.spec.name} N={arm.spec.concurrency} {mark}  {tok}  {wall}"
 
 
+def final_lines(report: Report) -> list[str]:
+    """After the final pass: one line per sweep step (or arm) with its final mark."""
+    env = report.envelope
+    if env is not None and env.steps:
+        return [f"final: {s.arm} N={s.n} {_final_mark(s.correct, s.hard_kinds)}"
+                for s in sorted(env.steps, key=lambda s: s.n)]
+    checks = run_checks(report)
+    lines = []
+    for arm in report.arms:
+        name = arm.spec.name
+        kinds = [f.kind.value for f in report.findings if f.hard and f.arm == name]
+        lines.append(f"final: {name} N={arm.spec.concurrency} "
+                     f"{_final_mark(arm_correct(checks, name), kinds)}")
+    return lines
+
+
+def _final_mark(correct: bool | None, hard_kinds: Sequence[str]) -> str:
+    if correct is False:
+        kinds = ", ".join(dict.fromkeys(k.replace("_", " ") for k in hard_kinds))
+        return f"✗ {kinds}" if kinds else "✗"
+    return "✓ correct" if correct else "not judged"
+
+
+def plan_line(summary: PlanSummary) -> str:
+    return (f"plan: {summary.requests} requests, ~{summary.prompt_tokens} prompt tokens, up "
+            f"to {summary.decode_tokens} decode tokens (the references the judge asks for "
+            "come after, counted as they go)")
+
+
+def _clock_text(seconds: float) -> str:
+    whole = max(int(seconds), 0)
+    return f"{whole // 60}:{whole % 60:02d}"
+
+
 class _Plan:
-    """What the listeners share: the planned depths, the bisection's start, the clock."""
+    """What the listeners share: the plan, the requests done, the phase, the clock."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
         self.started = clock()
         self.depths: set[int] = set()
-        self.planned = 0
-        self.done = 0
-        self.wrong = 0
+        self.planned_arms = 0
+        self.arms_done = 0
+        self.requests = 0  # planned: the plan's, then each phase's as it starts
+        self.done = 0  # requests that came back
+        self.wrong = 0  # answers the judge called wrong so far
+        self.phase = "starting"
         self.bisecting = False
+        self.first: tuple[str, float, int] | None = None  # the first arm: name, start, done
+        self.estimated = False
 
     def expect(self, config: RunConfig) -> None:
         self.depths = set(config.sweep or [])
-        self.planned = len(config.arms) + len(self.depths)
+        self.planned_arms = len(config.arms) + len(self.depths)
 
     def bisection_starts(self, arm: ArmResult) -> bool:
         """True once: the first sweep step at a depth the plan did not list."""
@@ -99,45 +149,127 @@ class _Plan:
         self.bisecting = self.bisecting or first
         return first
 
+    def started_arm(self, arm: ArmResult) -> None:
+        if arm.spec.role != "reference":
+            self.phase = f"{arm.spec.name} (N={arm.spec.concurrency})"
+        if self.first is None and arm.spec.role != "reference":
+            self.first = (arm.spec.name, self.clock(), self.done)
+
+    def estimate(self, arm: ArmResult) -> str | None:
+        """Once, as the first arm ends: the time left at its rate of requests."""
+        if self.estimated or self.first is None or self.first[0] != arm.spec.name:
+            return None
+        self.estimated = True
+        _, began, before = self.first
+        spent, ran = self.clock() - began, self.done - before
+        left = self.requests - self.done
+        if spent <= 0 or ran <= 0 or left <= 0:
+            return None
+        rate = ran / spent
+        return (f"estimate: about {_clock_text(left / rate)} left for {left} more requests "
+                f"(at the first arm's {rate:.1f} requests/s; the references come after)")
+
     def elapsed(self) -> str:
-        seconds = int(self.clock() - self.started)
-        return f"{seconds // 60}:{seconds % 60:02d}"
+        return _clock_text(self.clock() - self.started)
+
+    def heartbeat(self) -> str:
+        planned = max(self.requests, self.done)
+        return f"… {self.phase}: {self.done}/{planned} requests done, {self.elapsed()} elapsed"
+
+
+class Heartbeat:
+    """Calls ``tick`` every ``every_s`` until stopped, in a daemon thread. ``wait`` is the
+    pause (an ``Event.wait``: True once stopped); a test injects its own and calls ``run``."""
+
+    def __init__(self, tick: Callable[[], None], every_s: float = _WAKE_S,
+                 wait: Callable[[float], bool] | None = None) -> None:
+        self._tick = tick
+        self._every = every_s
+        self._stop = threading.Event()
+        self._wait = wait or self._stop.wait
+        self._thread = threading.Thread(target=self.run, name="progress-heartbeat", daemon=True)
+
+    def run(self) -> None:
+        while not self._wait(self._every):
+            self._tick()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=self._every * 2)
 
 
 class PlainListener:
-    """One flushed line per event: for logs and pipes, where nothing redraws."""
+    """One flushed line per event, and a heartbeat in quiet spells: for logs and pipes,
+    where nothing redraws."""
 
     def __init__(self, write: Callable[[str], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 heartbeat_s: float = HEARTBEAT_S, timer: bool = True) -> None:
         self._write = write or _stderr_line
         self.plan = _Plan(clock)
+        self._last = clock()  # when the log last said something
+        self._heartbeat_s = heartbeat_s
+        self._lock = threading.Lock()
+        self._timer = Heartbeat(self.tick) if timer else None
 
     def __enter__(self) -> Self:
+        if self._timer is not None:
+            self._timer.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        pass
+        if self._timer is not None:
+            self._timer.stop()
 
     def expect(self, config: RunConfig) -> None:
         self.plan.expect(config)
 
     def _line(self, text: str) -> None:
-        self._write(f"[{self.plan.elapsed()}] {text}")
+        with self._lock:
+            self._last = self.plan.clock()
+            self._write(f"[{self.plan.elapsed()}] {text}")
+
+    def tick(self) -> None:
+        """The heartbeat: a line when nothing was said for ``heartbeat_s``."""
+        if self.plan.clock() - self._last >= self._heartbeat_s - _WAKE_S:
+            self._line(self.plan.heartbeat())
 
     def note(self, text: str) -> None:
         self._line(text)
 
+    def plan_ready(self, summary: PlanSummary) -> None:
+        self.plan.requests += summary.requests
+        self._line(plan_line(summary))
+
+    def phase(self, name: str, requests: int) -> None:
+        self.plan.phase = name
+        self.plan.requests += requests
+        self._line(f"{name}: {requests} requests" if requests else name)
+
     def arm_started(self, arm: ArmResult, total: int) -> None:
+        self.plan.started_arm(arm)
         if self.plan.bisection_starts(arm):
             self._line(f"bisection starts: pinning the first failing N (first probe N="
                        f"{arm.spec.concurrency})")
 
     def session_done(self, arm: ArmResult, session: SessionResult) -> None:
-        pass
-
-    def arm_finished(self, arm: ArmResult) -> None:
         self.plan.done += 1
-        self._line(arm_line(arm))
+
+    def arm_finished(self, arm: ArmResult, findings: Sequence[Finding], awaiting: int) -> None:
+        self.plan.arms_done += 1
+        self._line(arm_line(arm, findings, awaiting))
+        estimate = self.plan.estimate(arm)
+        if estimate is not None:
+            self._line(estimate)
+
+    def judged(self, report: Report) -> None:
+        self.plan.phase = "judged"
+        for line in final_lines(report):
+            self._line(line)
 
 
 def _stderr_line(text: str) -> None:
@@ -146,7 +278,7 @@ def _stderr_line(text: str) -> None:
 
 class RichListener:
     """Draws one progress bar per arm on a terminal, with elapsed time and ETA, under a line for
-    the plan: arms done of planned, and the live count of wrong answers."""
+    the plan: arms done of planned, and the wrong answers the judge found so far."""
 
     def __init__(self, console: Console, clock: Callable[[], float] = time.monotonic) -> None:
         self.progress = Progress(
@@ -163,6 +295,7 @@ class RichListener:
         self.plan = _Plan(clock)
         self.tasks: dict[str, TaskID] = {}
         self._overall: TaskID | None = None
+        self._estimate = ""
 
     def __enter__(self) -> Self:
         self.progress.__enter__()
@@ -177,18 +310,29 @@ class RichListener:
 
     def _update_plan(self) -> None:
         plan = self.plan
-        total = max(plan.planned, plan.done, 1)
+        total = max(plan.planned_arms, plan.arms_done, 1)
         note = f"[red]{plan.wrong} wrong answers[/]" if plan.wrong else "0 wrong answers"
+        note += f"  {escape(self._estimate)}" if self._estimate else ""
         text = "plan (bisecting)" if plan.bisecting else "plan"
         if self._overall is None:
             self._overall = self.progress.add_task(text, total=total, note=note)
         self.progress.update(self._overall, description=text, total=total,
-                             completed=plan.done, note=note)
+                             completed=plan.arms_done, note=note)
 
     def note(self, text: str) -> None:
         self.progress.console.print(f"  {escape(text)}")
 
+    def plan_ready(self, summary: PlanSummary) -> None:
+        self.plan.requests += summary.requests
+        self.note(plan_line(summary))
+
+    def phase(self, name: str, requests: int) -> None:
+        self.plan.phase = name
+        self.plan.requests += requests
+        self.note(f"{name}: {requests} requests" if requests else name)
+
     def arm_started(self, arm: ArmResult, total: int) -> None:
+        self.plan.started_arm(arm)
         if self.plan.bisection_starts(arm):
             self.note(f"bisection starts at N={arm.spec.concurrency}")
         self._update_plan()
@@ -197,23 +341,32 @@ class RichListener:
         )
 
     def session_done(self, arm: ArmResult, session: SessionResult) -> None:
+        self.plan.done += 1
         task = self.tasks.get(arm.spec.name)
         if task is None:
             return
-        if wrong_kind(session) is not None:
-            self.plan.wrong += 1
-            self._update_plan()
-        wrong = sum(_wrong(arm).values())
         # Live throughput: tokens so far over the time since the arm's first request.
         tokens = sum(len(s.chunk_ends) for s in arm.sessions)
         span = max(s.end_s for s in arm.sessions)
         rate = f"{tokens / span:.0f} tok/s" if span > 0 else ""
-        note = f"{rate}  [red]{wrong} wrong[/]" if wrong else rate
-        self.progress.update(task, advance=1, note=note)
+        self.progress.update(task, advance=1, note=rate)
 
-    def arm_finished(self, arm: ArmResult) -> None:
-        self.plan.done += 1
+    def arm_finished(self, arm: ArmResult, findings: Sequence[Finding], awaiting: int) -> None:
+        self.plan.arms_done += 1
+        self.plan.wrong += len({(f.arm, s) for f in findings if f.hard for s in f.sessions})
+        task = self.tasks.get(arm.spec.name)
+        if task is not None:
+            self.progress.update(task, note=escape(finding_mark(arm, findings, awaiting)))
+        estimate = self.plan.estimate(arm)
+        if estimate is not None:
+            self._estimate = estimate
         self._update_plan()
+
+    def judged(self, report: Report) -> None:
+        self._estimate = ""
+        self._update_plan()
+        for line in final_lines(report):
+            self.note(line)
 
 
 class QuietListener:
@@ -231,13 +384,22 @@ class QuietListener:
     def note(self, text: str) -> None:
         pass
 
+    def plan_ready(self, summary: PlanSummary) -> None:
+        pass
+
+    def phase(self, name: str, requests: int) -> None:
+        pass
+
     def arm_started(self, arm: ArmResult, total: int) -> None:
         pass
 
     def session_done(self, arm: ArmResult, session: SessionResult) -> None:
         pass
 
-    def arm_finished(self, arm: ArmResult) -> None:
+    def arm_finished(self, arm: ArmResult, findings: Sequence[Finding], awaiting: int) -> None:
+        pass
+
+    def judged(self, report: Report) -> None:
         pass
 
 

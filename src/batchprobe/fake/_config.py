@@ -23,12 +23,20 @@ Fault = Literal[
     "hang",
     "malformed_sse",
     "truncated_stream",
+    # Streams damaged under batching: deltas dropped (usage and finish right), a stream
+    # ended with no finish_reason and no [DONE] (see the README's fake-server section).
+    "drop_deltas",
+    "cut_stream",
     "buffered",
     "param_leak",
     # Bugs of one row run with another row's request (see the README's fake-server section).
     "bias_leak",
     "max_tokens_leak",
     "stop_leak",
+    # A row run with the stop strings of every row in flight beside it, its own too (what
+    # llama.cpp + Gemma 3 passed before), and one run with another row's penalties.
+    "stop_shared",
+    "penalty_leak",
     "usage_leak",
     "clean_stop",
     "wrong_resend",
@@ -98,6 +106,11 @@ class FakeServerConfig(BaseModel):
     """Close the connection after every streamed reply, without a ``Connection: close`` header
     and without reading what the client wrote meanwhile, as llama-server does: a client that
     reuses kept-alive connections races that close."""
+
+    tokens_per_delta: int = Field(default=1, ge=1, le=64)
+    """Healthy coalescing: a streamed delta carries the text (and logprobs) of up to this many
+    tokens (the first token alone), as vLLM's ``--stream-interval`` does; usage still counts
+    every token. With ``fault="drop_deltas"`` the interval whose other tokens are dropped."""
 
     fault: Fault = "none"
     """One fault or bug mode to inject (``none`` for a healthy server)."""

@@ -69,6 +69,17 @@ class Encoder:
         logprobs = self._chunk_logprobs(answer, index) if self._logprobs else _NULL
         return self._chunk(answer.encoded[index], logprobs, finish, first=index == 0)
 
+    def tokens_chunk(self, answer: Answer, start: int, end: int) -> bytes:
+        """One SSE event carrying tokens ``start`` to ``end`` (coalesced); the finish reason
+        when ``end`` is the answer's end."""
+        if end - start == 1:
+            return self.token_chunk(answer, start)
+        last = end == len(answer.texts)
+        finish = _json.dumps(answer.finish_reason) if last else _NULL
+        logprobs = self._range_logprobs(answer, start, end) if self._logprobs else _NULL
+        text = _json.dumps("".join(answer.texts[start:end]))
+        return self._chunk(text, logprobs, finish, first=start == 0)
+
     def empty_chunk(self, finish_reason: str) -> bytes:
         """A chunk with no text that ends the stream (finish_reason "error")."""
         return self._chunk(b'""', _NULL, _json.dumps(finish_reason), first=True)
@@ -96,6 +107,20 @@ class Encoder:
                 "token_logprobs": [answer.logprobs[index]],
                 "top_logprobs": [self._top_map(answer, index)] if self._gen.top_logprobs else None,
                 "text_offset": [self._offset(answer, index)],
+            }
+        )
+
+    def _range_logprobs(self, answer: Answer, start: int, end: int) -> bytes:
+        indices = range(start, end)
+        if self._entries:
+            return _json.dumps({"content": [self._entry(answer, i) for i in indices]})
+        tops = [self._top_map(answer, i) for i in indices] if self._gen.top_logprobs else None
+        return _json.dumps(
+            {
+                "tokens": list(answer.texts[start:end]),
+                "token_logprobs": list(answer.logprobs[start:end]),
+                "top_logprobs": tops,
+                "text_offset": [self._offset(answer, i) for i in indices],
             }
         )
 

@@ -177,7 +177,8 @@ async def _reply(
 
         fault = stream_fault(config.fault) if faulted else None
         plan = StreamPlan(
-            answer, clock, encoder, tail, progress, fault, close_after=config.close_after_stream
+            answer, clock, encoder, tail, progress, fault, close_after=config.close_after_stream,
+            tokens_per_delta=config.tokens_per_delta,
         )
         return await write_stream(request, plan, headers)
     answer = await generate_silently(clock, progress, answer)
@@ -244,6 +245,8 @@ def _answer(state: ServerState, flight: Flight, healthy: Answer) -> Answer:
         return _corrupted(state, flight, corrupt)
     if fault in _LEAKS:
         return _leaked(state, flight, fault)
+    if fault == "stop_shared":
+        return _stop_shared(state, flight)
     return healthy
 
 
@@ -267,6 +270,8 @@ _LEAKS: dict[str, Callable[[Flight, Flight], bool]] = {
     # A smaller max_tokens: the row ends "length" at the other's count.
     "max_tokens_leak": lambda me, f: f.gen.max_tokens < me.gen.max_tokens,
     "stop_leak": lambda me, f: f.gen.stop != me.gen.stop,
+    # Its presence and frequency penalties, applied to this row's own tokens.
+    "penalty_leak": lambda me, f: _penalties_of(f) != _penalties_of(me),
 }
 
 
@@ -287,6 +292,9 @@ def _leaked(state: ServerState, flight: Flight, fault: str) -> Answer:
             sampling = replace(sampling, logit_bias=theirs.sampling.logit_bias)
         elif fault == "max_tokens_leak":
             gen = replace(gen, max_tokens=theirs.max_tokens)
+        elif fault == "penalty_leak":
+            presence, frequency = _penalties_of(other)
+            sampling = replace(sampling, presence_penalty=presence, frequency_penalty=frequency)
         else:
             gen = replace(gen, stop=theirs.stop)
     return respond(gen, prompt=prompt, code=code, sampling=sampling, vocab=state.vocab)
@@ -294,6 +302,20 @@ def _leaked(state: ServerState, flight: Flight, fault: str) -> Answer:
 
 def _sampling_of(flight: Flight) -> tuple[float, float]:
     return flight.gen.sampling.temperature, flight.gen.sampling.top_p
+
+
+def _penalties_of(flight: Flight) -> tuple[float, float]:
+    return flight.gen.sampling.presence_penalty, flight.gen.sampling.frequency_penalty
+
+
+def _stop_shared(state: ServerState, flight: Flight) -> Answer:
+    """stop_shared: ``flight`` generated with its own stop strings and those of every other
+    request in flight, each cutting its text where it occurs (finish "stop")."""
+    gen = flight.gen
+    stops = dict.fromkeys((*gen.stop, *(s for f in state.beside(flight) for s in f.gen.stop)))
+    shared = replace(gen, stop=tuple(stops))
+    return respond(shared, prompt=gen.prompt, code=flight.code, sampling=gen.sampling,
+                   vocab=state.vocab)
 
 
 def _turn_answer(state: ServerState, flight: Flight, healthy: Answer) -> Answer:

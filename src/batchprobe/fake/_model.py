@@ -3,17 +3,19 @@
 Recall prompts get their needle code; counting prompts get the count continued; anything
 else gets deterministic pseudo-words derived from the prompt. Per-request parameters act as
 an engine's would: a forcing ``logit_bias`` makes every token its token, ``temperature`` > 0
-gives other (seeded, still prompt-derived) text, ``stop`` strings and ``max_tokens`` cut it.
+gives other (seeded, still prompt-derived) text, ``stop`` strings and ``max_tokens`` cut it,
+strong presence/frequency penalties break a count (``penalised``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from itertools import count, islice
 
 from batchprobe.fake import _tokens
-from batchprobe.fake._answer import Answer, cut_at_stop
+from batchprobe.fake._answer import Answer, corrupt, cut_at_stop
 from batchprobe.fake._requests import Api, GenRequest, Sampling
 
 # The decode workload's prompts (batchprobe.workload.decode): the completion style ends in
@@ -53,7 +55,8 @@ def checkable(gen: GenRequest, code: str | None) -> bool:
     if code is not None:
         return True
     sampling = gen.sampling
-    return not sampling.sampled and sampling.forced_token() is None and (
+    penalties = sampling.presence_penalty or sampling.frequency_penalty
+    return not sampling.sampled and sampling.forced_token() is None and not penalties and (
         _count_from(gen.prompt) is not None
     )
 
@@ -78,12 +81,34 @@ def _decode(gen: GenRequest, prompt: str, sampling: Sampling) -> Answer:
     numbers = _count_from(prompt)
     if numbers is not None:
         texts = list(islice(numbers, gen.max_tokens))
-        return Answer.of_texts(texts, [_tokens.COUNT_LOGPROB] * len(texts), "length")
+        counted = Answer.of_texts(texts, [_tokens.COUNT_LOGPROB] * len(texts), "length")
+        broken = penalised(texts, sampling.presence_penalty, sampling.frequency_penalty)
+        return counted if broken is None else corrupt(counted, start=broken, every=1)
     if not sampling.sampled:
         return Answer.of_ids(_tokens.decode_ids(prompt, gen.max_tokens), "length")
     # Seeded by the prompt and the parameters: reproducible, yet not the greedy text.
     key = f"{prompt}\x00{sampling.temperature}:{sampling.top_p}:{gen.seed}"
     return Answer.sampled(_tokens.decode_ids(key, gen.max_tokens))
+
+
+# How far a count's next token stands above its runner-up, in logits (COUNT_LOGPROB: near
+# certain); a penalty larger than this on it makes the runner-up the greedy choice.
+COUNT_MARGIN = 8.0
+
+
+def penalised(texts: Sequence[str], presence: float, frequency: float) -> int | None:
+    """The first count token that presence and frequency penalties push below its runner-up,
+    or None. Penalised as an engine whose tokenizer splits digits (Gemma's, Llama's) would:
+    each character its own token, counted over the tokens generated before it (as vLLM
+    counts; llama.cpp counts the prompt too), against a runner-up never generated."""
+    seen: Counter[str] = Counter()
+    for index, text in enumerate(texts):
+        for char in text:
+            times = seen[char]
+            if presence * (times > 0) + frequency * times > COUNT_MARGIN:
+                return index
+            seen[char] += 1
+    return None
 
 
 def _count_from(prompt: str) -> Iterator[str] | None:

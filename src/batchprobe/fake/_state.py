@@ -249,6 +249,10 @@ class ServerState:
             return flight.gen.prompt.startswith(WARMUP_PREFIX)
         return False
 
+    def beside(self, flight: Flight) -> list[Flight]:
+        """The other requests in flight now (stop_shared runs ``flight`` with their stops)."""
+        return [f for f in self._inflight.values() if f is not flight]
+
     def partner(self, flight: Flight, fits: Callable[[Flight], bool]) -> Flight | None:
         """Another request of the busy period that ``fits``: the next by arrival, wrapping.
 

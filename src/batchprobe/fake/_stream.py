@@ -14,10 +14,14 @@ from batchprobe.fake._clock import TokenClock
 from batchprobe.fake._encode import MALFORMED, Encoder
 from batchprobe.fake._progress import Progress
 
-StreamFault = Literal["malformed_sse", "truncated_stream", "buffered", "huge_event"]
+StreamFault = Literal[
+    "malformed_sse", "truncated_stream", "buffered", "huge_event", "drop_deltas", "cut_stream"
+]
 _STREAM_FAULTS: dict[str, StreamFault] = {
     "malformed_sse": "malformed_sse",
     "truncated_stream": "truncated_stream",
+    "drop_deltas": "drop_deltas",
+    "cut_stream": "cut_stream",
     "buffered": "buffered",
     "huge_event": "huge_event",
 }
@@ -55,6 +59,9 @@ class StreamPlan:
     fault: StreamFault | None = None
     close_after: bool = False
     """Close the connection once the reply is written (``close_after_stream``)."""
+    tokens_per_delta: int = 1
+    """Tokens whose text one delta carries (the first token alone); ``drop_deltas`` sends
+    only the last token's of each (at least every other token dropped)."""
 
 
 async def write_stream(
@@ -92,6 +99,13 @@ async def _emit(response: web.StreamResponse, plan: StreamPlan) -> bool:
     malformed_at = count // 2 if fault == "malformed_sse" else -1
     huge_at = count // 2 if fault == "huge_event" else -1
     cut_after = max(1, count // 2) if fault == "truncated_stream" else -1
+    # cut_stream: vllm-mlx 0.3-0.4's absolute timeout ends a live stream cleanly half-way,
+    # with no finish_reason and no [DONE].
+    cut_at = max(1, count // 2) if fault == "cut_stream" else -1
+    # drop_deltas: vllm-mlx's --stream-interval N sends only every Nth token's text.
+    dropping = fault == "drop_deltas"
+    interval = max(2, plan.tokens_per_delta) if dropping else plan.tokens_per_delta
+    sent = 0  # the first token no delta has carried yet
     # Chunks due at the same moment go out in one write: with zero latency a whole stream
     # is one syscall, so the fake server stays far cheaper than the client it measures.
     pending: list[bytes] = [] if count else [plan.encoder.empty_chunk(answer.finish_reason)]
@@ -112,7 +126,11 @@ async def _emit(response: web.StreamResponse, plan: StreamPlan) -> bool:
                 progress.finish()
                 await response.write(b"".join(pending))
                 return False
-            pending.append(plan.encoder.empty_chunk(answer.finish_reason))
+            if sent < index and not dropping:
+                # The coalesced tokens not yet sent end the reply, with its finish_reason.
+                pending.append(plan.encoder.tokens_chunk(answer, sent, index))
+            else:
+                pending.append(plan.encoder.empty_chunk(answer.finish_reason))
             break
         if index == malformed_at:
             pending.append(MALFORMED)
@@ -121,7 +139,10 @@ async def _emit(response: web.StreamResponse, plan: StreamPlan) -> bool:
             pending.clear()
             for part in huge_text_event():
                 await response.write(part)  # drains: a client that stops reading stops it
-        pending.append(plan.encoder.token_chunk(answer, index))
+        if index % interval == 0 or index + 1 in (len(answer.texts), cut_after, cut_at):
+            # A delta ends here: the tokens since the last one (dropping: this one's only).
+            pending.append(plan.encoder.tokens_chunk(answer, index if dropping else sent, index + 1))
+            sent = index + 1
         progress.token()
         if index == 0 and fault != "buffered":
             # The first token leaves alone, and other streams due now send theirs before
@@ -133,6 +154,10 @@ async def _emit(response: web.StreamResponse, plan: StreamPlan) -> bool:
             progress.finish()
             await response.write(b"".join(pending))
             return False
+        if index + 1 == cut_at and cut_at < len(answer.texts):
+            progress.finish()
+            await response.write(b"".join(pending))
+            return True  # a clean end of the body: no tail, so no usage and no [DONE]
         index += 1
     pending.extend(plan.tail(answer))
     # Before the last write, not after: a client that sends its next request on reading

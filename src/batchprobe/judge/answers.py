@@ -6,8 +6,13 @@ Each returns the evidence of what broke, or None. They need no other session: th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
 from batchprobe.client.types import ErrorKind
 from batchprobe.results.sessions import SessionResult
+from batchprobe.workload.checks import count_ideal, penalty_break, shows_bias, stop_sources
 
 # A refusal of the request itself (its path or a parameter), as opposed to a failure to
 # answer it: the server does not serve what was asked.
@@ -110,7 +115,8 @@ def usage_mismatch(s: SessionResult, ref: SessionResult | None, slack: int) -> s
             f"usage says {said} completion tokens for the text its serial reference "
             f"reported as {ref.completion_tokens}"
         )
-    cold = not s.cached_tokens and not ref.cached_tokens
+    # A reference sent with a nonce in its prompt may count other prompt tokens.
+    cold = not s.cached_tokens and not ref.cached_tokens and not _nonce(ref)
     same_prompt = s.prompt_digest is not None and s.prompt_digest == ref.prompt_digest
     # A reference that says 0 prompt tokens miscounts itself (vllm-mlx 0.4-0.5's simple
     # engine does for chat): nothing to hold the row against.
@@ -121,6 +127,92 @@ def usage_mismatch(s: SessionResult, ref: SessionResult | None, slack: int) -> s
             f"{ref.prompt_tokens} when sent alone"
         )
     return None
+
+
+# Tokens a reply may count that carry no text of their own: an end-of-sequence or other
+# special token, a stop string's tokens held back from the text.
+UNSEEN_TOKENS = 8
+
+
+def _gaps(pieces: list[str], text: str) -> tuple[int, int, str] | None:
+    """Where ``pieces`` lie in ``text``, each found whole and in order: the number of gaps
+    between them (a trailing one only when it holds more than whitespace), the characters
+    in those gaps, and the first gap's text; None when a piece is not found."""
+    at = gaps = missing = 0
+    first = ""
+    for piece in pieces:
+        found = text.find(piece, at)
+        if found < 0:
+            return None
+        if found > at:
+            gaps += 1
+            missing += found - at
+            first = first or text[at:found]
+        at = found + len(piece)
+    if text[at:].strip():
+        gaps += 1
+        missing += len(text) - at
+        first = first or text[at:]
+    return gaps, missing, first
+
+
+def missing_pieces(s: SessionResult, ref: SessionResult, slack: int) -> str | None:
+    """A stream that is its reference's text with pieces missing, while its usage counts
+    the reference's whole length: deltas dropped from the stream (vllm-mlx with
+    ``--stream-interval`` > 1 sends only every Nth token's text). Each streamed piece is found
+    whole, in order, in the reference's text, with gaps between, and the stream carried
+    fewer deltas than the tokens its usage counts (a server streaming one token a delta
+    dropped none: a reply of its own tokens that skips some text is other text, diverged).
+    A reply that says it generated less is not this (``ended_early``)."""
+    if s.error is not None or not s.streamed or not s.pieces or s.text == ref.text:
+        return None
+    if s.prompt_digest != ref.prompt_digest:
+        return None  # a later turn built from its own answers: another prompt, another text
+    said = s.completion_tokens
+    if said is None or len(s.pieces) + slack >= said or said + slack < tokens(ref):
+        return None
+    where = _gaps(s.pieces, ref.text)
+    if where is None or not where[0]:
+        return None
+    gaps, missing, first = where
+    return (
+        f"its {len(s.pieces)} streamed pieces are its serial reference's text with {gaps} "
+        f"gap(s), {missing} of {len(ref.text)} characters missing (the first: {first[:24]!r}), "
+        f"while its usage says {s.completion_tokens} completion tokens (its reference "
+        f"{ref.completion_tokens}): deltas were dropped from the stream"
+    )
+
+
+def _held(s: SessionResult) -> int:
+    """The most tokens the streamed text can hold: a token carries at least one byte."""
+    return len(s.text.encode()) + UNSEEN_TOKENS
+
+
+def usage_beyond_stream(s: SessionResult, ref: SessionResult | None, slack: int) -> str | None:
+    """Usage far above what the streamed text can hold: tokens went missing from the stream
+    (dropped deltas) while the server counted them. A server that streams several tokens in
+    one delta streams their text too, so it is held to the same bound.
+
+    Over chat a reasoning parser streams the thinking outside the content and counts it, so
+    there the reply is judged only against a reference whose own text held its usage; over
+    completions every token is text. Where the reference's usage is beyond its text too,
+    the server counts something it never streams for this item, alone as well."""
+    said = s.completion_tokens
+    if s.error is not None or not s.streamed or said is None or said <= _held(s) + slack:
+        return None
+    if ref is None and s.situation is not None and s.situation.api == "chat":
+        return None
+    if ref is not None and (ref.completion_tokens or 0) > _held(ref) + slack:
+        return None
+    return (
+        f"usage says {said} completion tokens; the stream holds {len(s.text.encode())} bytes "
+        f"of text in {len(s.pieces)} pieces, and a token carries at least one byte: "
+        "tokens went missing from the stream"
+    )
+
+
+def _nonce(s: SessionResult) -> bool:
+    return s.situation is not None and s.situation.nonce is not None
 
 
 def not_top1(s: SessionResult) -> str | None:
@@ -171,3 +263,85 @@ def passed(s: SessionResult) -> bool | None:
     if s.check is not None:
         return s.check.passed
     return s.hit if s.workload == "recall" else None
+
+
+@dataclass(frozen=True)
+class Leak:
+    """Another row's parameter in this answer: what it did (``kind``: whose parameter it
+    was, stop, bias or penalty), in words, and the rows it came from."""
+
+    kind: Literal["stop", "bias", "penalty"]
+    detail: str
+    sources: list[int]
+
+
+def beside(s: SessionResult, answers: Sequence[SessionResult]) -> list[SessionResult]:
+    """The other answers of its arm (any shape: waves may overlap) sent before it ended:
+    the rows whose parameters a batching bug could have run it with (those in flight with
+    it, and those whose slot or sampler state it may have inherited)."""
+    return [
+        p for p in answers
+        if p.session != s.session and p.situation is not None and p.start_s < s.end_s
+    ]  # fmt: skip
+
+
+def _ideal(s: SessionResult, ref: SessionResult | None) -> str | None:
+    """The count a counting answer should be: its serial reference's (a passed one is its
+    count) or, without one, the count its own first number starts."""
+    if s.check is None or s.check.kind != "count":
+        return None
+    if ref is not None and passed(ref) and ref.text:
+        return ref.text
+    return count_ideal(s.text)
+
+
+def leaked_param(
+    s: SessionResult, peers: Sequence[SessionResult], ref: SessionResult | None
+) -> Leak | None:
+    """Another row's stop string, logit bias or penalties applied to this answer, read from
+    its text and named with that row (``peers``: those in flight with it, see ``beside``):
+
+    - it stopped (finish 'stop') where its text goes on with another row's stop string that
+      it never asked for (the params shape aims its stop row at a greedy neighbour's count);
+    - it emits another row's biased token (twice in a row, or where its count broke);
+    - its count broke, or ended, the way penalties break a count (see ``penalty_break``)
+      while a row with penalties was in flight with it.
+    """
+    sit = s.situation
+    if s.error is not None or sit is None:
+        return None
+    ideal = _ideal(s, ref)
+    if s.finish_reason == "stop":
+        if ideal is not None and ideal.startswith(s.text):
+            going_on = ideal[len(s.text):]
+        elif ref is not None and ref.text.startswith(s.text):
+            going_on = ref.text[len(s.text):]
+        else:
+            going_on = ""
+        stops = {p.session: p.situation.stop for p in peers if p.situation is not None}
+        sources = stop_sources(going_on, sit.stop, stops) if going_on else []
+        if sources:
+            return Leak("stop", f"stopped (finish 'stop') where its text goes on with "
+                        f"{going_on[:12]!r}, at a stop string of session(s) "
+                        f"{', '.join(map(str, sources))} that it never asked for", sources)
+    broke = s.check is not None and not s.check.passed
+    broke_at = sum(len(p) for p in s.pieces[: s.check.token or 0]) if broke and s.check else None
+    biased = sorted(
+        p.session for p in peers
+        if p.situation is not None and p.situation.bias_text
+        and p.situation.bias_text != sit.bias_text
+        and shows_bias(s.text, p.situation.bias_text, broke_at)
+    )  # fmt: skip
+    if biased:
+        words = sorted({p.situation.bias_text or "" for p in peers
+                        if p.session in biased and p.situation is not None})
+        return Leak("bias", f"emits {', '.join(map(repr, words))}, the token session(s) "
+                    f"{', '.join(map(str, biased))} biased toward: {s.text[:32]!r}", biased)
+    penalised = sorted(p.session for p in peers if p.situation and p.situation.role == "penalty")
+    if ideal is None or not penalised or sit.role == "penalty":
+        return None
+    mark = penalty_break(s.text, ideal, s.finish_reason == "stop")
+    if mark is None:
+        return None
+    return Leak("penalty", f"its count broke as penalties break one ({mark}), in flight with "
+                f"the penalties of session(s) {', '.join(map(str, penalised))}", penalised)

@@ -14,7 +14,7 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict
 
-from batchprobe.results.findings import Finding, FindingKind
+from batchprobe.results.findings import Finding
 from batchprobe.results.models import Outcome, Report, Status
 
 _SHOWN = 3
@@ -47,7 +47,7 @@ def _messages(findings: list[Finding]) -> str:
 
 
 def _check(group: str, shape: str | None, kind: str, found: list[Finding], judged: int) -> Check:
-    hard = [f for f in found if f.hard or f.kind is FindingKind.NOT_RUN]
+    hard = [f for f in found if f.hard]
     soft = [f for f in found if f.severity == "soft"]
     if hard:
         return Check(group=group, shape=shape, kind=kind, status=CheckStatus.FAILED,
@@ -98,7 +98,7 @@ def _run_check(kind: str, failed: bool | None, message: str) -> Check:
 def _run_checks(report: Report) -> list[Check]:
     v = report.verdict
     first = v.reasons[0] if v.reasons else ""
-    parallel = next((r for r in v.reasons if "parallel" in r), "parallelism not judged")
+    parallel = v.parallel_reason or "parallelism not judged"
     checks = [
         _run_check("status", report.status is not Status.OK, f"status {report.status.value}"),
         _run_check("outcome", v.outcome is not Outcome.PASS, f"{v.outcome.value}: {first}"),

@@ -50,7 +50,11 @@ def compare(arm: ArmResult, baseline: ArmResult) -> ArmComparison:
     comparison.prefill_speedup = _ratio(arm_m.prefill_tokens_per_s, base_m.prefill_tokens_per_s)
     if base_m.recall is not None and arm_m.recall is not None:
         comparison.recall_delta = arm_m.recall - base_m.recall
-    base_ok = {(s.workload, s.session): s for s in baseline.sessions if s.ok}
+    # A reference sent with a nonce had another prompt: no greedy equality to read from it.
+    base_ok = {
+        (s.workload, s.session): s for s in baseline.sessions
+        if s.ok and not (s.situation is not None and s.situation.nonce)
+    }
     for s in arm.sessions:
         base = base_ok.get((s.workload, s.session))
         # A later conversation turn continues its own arm's answers: only equal prompts compare.

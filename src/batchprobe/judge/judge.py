@@ -26,12 +26,16 @@ from dataclasses import dataclass, field
 
 from batchprobe.client.types import ErrorKind
 from batchprobe.judge.answers import (
+    beside,
     ended_early,
+    leaked_param,
+    missing_pieces,
     not_top1,
     passed,
     refused,
     short_length,
     situation,
+    usage_beyond_stream,
     usage_mismatch,
 )
 from batchprobe.judge.divergence import sampled_divergence
@@ -52,7 +56,7 @@ _SELF_CHECK = {
 }
 # Checks that judge an answer's content (a run where none judged anything is not judged).
 CONTENT_CHECKS: frozenset[CheckName] = frozenset(
-    {"recall", "count", "length", "bias", "stop", "usage", "greedy"}
+    {"recall", "count", "length", "bias", "stop", "usage", "stream", "greedy"}
 )
 
 
@@ -128,12 +132,61 @@ def _content(
         tally.count(s.shape, name)  # type: ignore[arg-type]
         if detail is not None:
             found.append(_finding(arm, s, kind, detail))
+    found += _stream(arm, s, ref, t, tally)
     if s.top_logprobs:
         tally.count(s.shape, "greedy")
         top = not_top1(s)
         if top is not None:
             found.append(_finding(arm, s, FindingKind.SAMPLED, top))
+    leak = _leaked(arm, s, ref)
+    if leak is not None:
+        found = [f for f in found if f.kind not in _LEAK_EXPLAINS] + [leak]
     return found
+
+
+# What another row's parameter explains in an answer: its findings give way to the leak's.
+_LEAK_EXPLAINS = frozenset({
+    FindingKind.RECALL_MISS, FindingKind.COUNT_BROKE, FindingKind.ENDED_EARLY, FindingKind.BIAS,
+    FindingKind.STOP,
+})
+
+
+# Leaks that are failures outright, with or without a reference (a broken count beside a
+# penalty row waits for its reference and its replays: a numerics flip can look the same).
+_OUTRIGHT = frozenset({FindingKind.STOP, FindingKind.BIAS})
+
+
+def _leaked(arm: ArmResult, s: SessionResult, ref: SessionResult | None) -> Finding | None:
+    """Another row's stop string, logit bias or penalties in this answer, as a finding that
+    names that row in ``sources``. A stop or a bias is a failure outright (no healthy answer
+    stops at a string it never asked for or writes another row's forced word); a count
+    broken as penalties break one is a broken count, replayed like one (a numerics flip can
+    look the same)."""
+    leak = leaked_param(s, beside(s, arm.sessions), ref)
+    if leak is None:
+        return None
+    if leak.kind == "penalty":
+        broke = s.check is not None and not s.check.passed
+        kind = FindingKind.COUNT_BROKE if broke else FindingKind.ENDED_EARLY
+    else:
+        kind = FindingKind.STOP if leak.kind == "stop" else FindingKind.BIAS
+    return _finding(arm, s, kind, leak.detail, sources=leak.sources)
+
+
+def _stream(
+    arm: ArmResult, s: SessionResult, ref: SessionResult | None, t: Thresholds, tally: _Tally
+) -> list[Finding]:
+    """The stream itself, on any model: pieces missing against its reference's text (where
+    it has one) and usage beyond what its text can hold (vllm-mlx's dropped deltas)."""
+    if s.error is not None or not s.streamed:
+        return []
+    tally.count(s.shape, "stream")
+    found = (
+        missing_pieces(s, ref, t.length_slack) if ref is not None else None,
+        usage_beyond_stream(s, ref, t.length_slack),
+    )
+    evidence = "; ".join(d for d in found if d is not None)
+    return [_finding(arm, s, FindingKind.STREAM, evidence)] if evidence else []
 
 
 def _undetermined(
@@ -151,6 +204,7 @@ def _undetermined(
         tally.count(s.shape, name)  # type: ignore[arg-type]
         if detail is not None:
             found.append(_finding(arm, s, kind, detail))
+    found += _stream(arm, s, ref, t, tally)
     return found
 
 
@@ -169,6 +223,7 @@ def _self_checked(arm: ArmResult, s: SessionResult, t: Thresholds, tally: _Tally
         tally.count(s.shape, name)  # type: ignore[arg-type]
         if detail is not None:
             found.append(_finding(arm, s, kind, detail))
+    found += _stream(arm, s, None, t, tally)
     if s.top_logprobs:
         tally.count(s.shape, "greedy")
         top = not_top1(s)
@@ -305,6 +360,8 @@ def judge_arm(arm: ArmResult, reference: bool, refs: References, t: Thresholds) 
             found += _undetermined(arm, s, refs.failed[s.session], t, tally)
         elif not needs_reference(s, t.length_slack):
             found += _self_checked(arm, s, t, tally)
+        elif (leak := _leaked(arm, s, None)) is not None and leak.kind in _OUTRIGHT:
+            found.append(leak)  # another row's stop string or forced word: no reference needed
         elif s.session not in refs:
             awaiting.append(s.session)
     found = [_replayed(arm, f, refs, t) if f.kind in REPLAYABLE else f for f in found]

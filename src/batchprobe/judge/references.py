@@ -28,13 +28,12 @@ from batchprobe.results.arms import ArmResult
 from batchprobe.results.sessions import SessionResult
 
 # References of wrong answers asked for in the first round, per class.
-PER_CLASS = 4
-# The seeded sample: items per shape, and the burst's counting prompts (the throughput
-# baseline: decode tokens per second alone).
-SAMPLE_PER_SHAPE = 1
+PER_CLASS = 3
+# The seeded sample's counting prompts of the burst (the serial throughput baseline: decode
+# tokens per second alone); the rest of it is one item per step and per shape.
 SAMPLE_DECODE = 4
 # The greedy rows the divergence test compares (params' roles).
-_COMPARED_ROLES = frozenset({"open", "control"})
+COMPARED_ROLES = frozenset({"open", "control"})
 
 
 def is_reference(index: int, arm: ArmResult) -> bool:
@@ -94,7 +93,7 @@ def needs_reference(s: SessionResult, slack: int, logprobs: bool = True) -> bool
     if passed(s) is False or stopped_short(s, slack):
         return True
     sit = s.situation
-    return not logprobs and sit is not None and sit.role in _COMPARED_ROLES and not sit.sampled
+    return not logprobs and sit is not None and sit.role in COMPARED_ROLES and not sit.sampled
 
 
 def logprobs_given(answers: Sequence[SessionResult]) -> bool:
@@ -122,22 +121,31 @@ class Wanted:
 
 
 def sample(answers: Sequence[SessionResult], seed: int) -> set[int]:
-    """The seeded sample: ``SAMPLE_PER_SHAPE`` first sends of each shape, and the burst's
-    first ``SAMPLE_DECODE`` counting prompts (the throughput baseline)."""
+    """The seeded sample: the burst's first ``SAMPLE_DECODE`` counting prompts (the serial
+    throughput baseline), then one first send of each arm's mixed wave (so every step's mixed
+    speedup has a serial time to scale), each from a shape not yet sampled while one is left,
+    then one of each shape still missing."""
     rng = random.Random(f"references:{seed}")
-    by_shape: dict[str, list[int]] = defaultdict(list)
-    decode: list[int] = []
-    for s in answers:
-        if s.situation is None or s.situation.copy_index or s.session in by_shape[s.shape]:
-            continue
-        if s.situation.turn is not None and s.situation.turn > 1:
-            continue  # a later turn is sent alone only behind its earlier turns
-        by_shape[s.shape].append(s.session)
-        if s.shape == "burst" and s.workload == "decode":
-            decode.append(s.session)
-    chosen = set(sorted(decode)[:SAMPLE_DECODE])
-    for sessions in by_shape.values():
-        chosen |= set(rng.sample(sorted(sessions), min(SAMPLE_PER_SHAPE, len(sessions))))
+    firsts = [
+        s for s in answers
+        if s.situation is not None and not s.situation.copy_index
+        and (s.situation.turn or 1) == 1  # a later turn goes alone only behind its earlier ones
+    ]
+    decode = sorted(s.session for s in firsts if s.shape == "burst" and s.workload == "decode")
+    chosen = set(decode[:SAMPLE_DECODE])
+    # The burst's counting prompts are the throughput phase's, not the mixed wave's.
+    mixed = [s for s in firsts if not (s.shape == "burst" and s.workload == "decode")]
+    left = {s.shape for s in mixed}
+    by_arm: dict[str, list[SessionResult]] = defaultdict(list)
+    for s in mixed:
+        by_arm[s.arm].append(s)
+    for arm in sorted(by_arm):
+        pool = [s for s in by_arm[arm] if s.shape in left] or by_arm[arm]
+        pick = rng.choice(sorted(pool, key=lambda s: s.session))
+        chosen.add(pick.session)
+        left.discard(pick.shape)
+    for shape in sorted(left):
+        chosen.add(rng.choice(sorted(s.session for s in mixed if s.shape == shape)))
     return chosen
 
 
@@ -170,9 +178,12 @@ def more(answers: Sequence[SessionResult], refs: References, slack: int) -> Want
             passed(s) is False or stopped_short(s, slack)
         ):
             open_[_class(s)].append(s.session)
+    # Only the references of wrong or short answers say whether the model can do what they
+    # failed at; a sample's passing reference of the same kind says nothing of it.
     answered: dict[tuple[str, str], list[bool]] = defaultdict(list)
     for s in answers:
-        if s.session in refs.passed or s.session in refs.failed:
+        wrong = passed(s) is False or stopped_short(s, slack)
+        if wrong and (s.session in refs.passed or s.session in refs.failed):
             answered[_class(s)].append(s.session in refs.passed)
     for cls, sessions in open_.items():
         if any(answered[cls]):

@@ -12,11 +12,15 @@ from dataclasses import dataclass
 
 from batchprobe.client.types import ErrorKind
 from batchprobe.judge.judge import Judgement, judge
+from batchprobe.judge.judged import judged_answers, recall
 from batchprobe.results.arms import ArmComparison, ArmMetrics, ArmResult
 from batchprobe.results.findings import Finding, FindingKind, Judged
 from batchprobe.results.models import Outcome, SessionResult, Status, Verdict
 from batchprobe.results.sweep import Envelope, StopRule
 from batchprobe.results.thresholds import Thresholds
+
+# judged_answers is re-exported for probe.sweep; its one definition is judge.judged's.
+__all__ = ["decide", "floor_recall", "reason_lines", "recall_floor"]
 
 # Failures that mean no reply could be read as the API's at all (an HTML page, a proxy's error,
 # the wrong path). A baseline with only these could not be probed. Replies that were read and
@@ -33,14 +37,33 @@ def _not_probed(m: ArmMetrics, status: Status) -> bool:
 
 
 def floor_recall(sessions: list[SessionResult]) -> float | None:
-    """The recall the floor reads: the best over the request paths. A base model recalls
-    over completions only; its chat items fail their own serial reference and are not
-    judged, and must not make the completions items unjudged too."""
-    by_path: dict[str, list[bool]] = {}
+    """The recall the floor reads (``judged.recall``): the best over the request paths. A
+    base model recalls over completions only; its chat items fail their own serial
+    reference and are not judged, and must not make the completions items unjudged too."""
+    by_path: dict[str, list[SessionResult]] = {}
     for s in sessions:
-        if s.ok and s.workload == "recall":
-            by_path.setdefault(s.situation.api if s.situation else "", []).append(bool(s.hit))
-    return max((sum(hits) / len(hits) for hits in by_path.values()), default=None)
+        by_path.setdefault(s.situation.api if s.situation else "", []).append(s)
+    rates = [r for group in by_path.values() if (r := recall(group).rate) is not None]
+    return max(rates, default=None)
+
+
+def recall_floor(
+    base: ArmResult, t: Thresholds, envelope: Envelope | None = None
+) -> Finding | None:
+    """Recall not judged: the baseline found too few of its own needles alone (the model
+    cannot do the task), an info finding on the baseline. A sweep's baseline sends its
+    seeded sample and the references of wrong answers: the sample alone is no biased
+    reading of what the model can do."""
+    found = floor_recall(_sample(base, envelope)) if base.metrics else None
+    if found is None or found >= t.recall_floor:
+        return None
+    return Finding(
+        arm=base.spec.name, step=base.spec.depth, kind=FindingKind.NOT_JUDGED, severity="info",
+        evidence=f"baseline recall {found:.0%}, floor {t.recall_floor:.0%}",
+        message=f"recall not judged: the baseline arm {base.spec.name} found only {found:.0%} "
+        f"of its needles (floor {t.recall_floor:.0%}); try a shorter --haystack-tokens or a "
+        "model that can do the task",
+    )
 
 
 def reason_lines(findings: Sequence[Finding], prefix: str = "") -> list[str]:
@@ -55,11 +78,6 @@ def reason_lines(findings: Sequence[Finding], prefix: str = "") -> list[str]:
         where = f"arm {arm}" + (f", shape {shape}" if shape else "")
         lines.append(f"{prefix}{where}: " + "; ".join(shown) + (f"; and {more} more" if more else ""))
     return lines
-
-
-def judged_answers(judged: Sequence[Judged]) -> int:
-    """Concurrent answers whose content was judged against a reference that passed."""
-    return sum(j.judged for j in judged if j.check == "cross_talk")
 
 
 @dataclass
@@ -98,65 +116,71 @@ def _correct_line(soft: Sequence[Finding], recall: bool) -> str:
 
 def _correctness(
     status: Status, findings: Sequence[Finding], judged: Sequence[Judged],
-    base: ArmResult, t: Thresholds, depth: _Depth | None, envelope: Envelope | None,
+    floor: Finding | None, recall_kept: bool, depth: _Depth | None,
 ) -> tuple[bool | None, list[str]]:
     hard = [f for f in findings if f.hard]
     soft = [f for f in findings if f.severity == "soft"]
-    # The best request path's recall: a base model answers over completions only.
-    # A sweep's baseline sends its seeded sample and the references of wrong answers: the
-    # sample alone is no biased reading of what the model can do.
-    sample = set(envelope.reference_sample) if envelope is not None else set()
-    sessions = [s for s in base.sessions if s.session in sample] if sample else base.sessions
-    base_recall = floor_recall(sessions) if base.metrics else None
     if hard:
         return False, reason_lines(hard)
-    if base_recall is not None and base_recall < t.recall_floor:
-        why = (
-            f"recall not judged: the baseline arm {base.spec.name} found only {base_recall:.0%} "
-            f"of its needles (floor {t.recall_floor:.0%}); try a shorter --haystack-tokens or a "
-            "model that can do the task"
-        )
-        return None, [why]
+    if floor is not None:
+        return None, [floor.message]
     if status is not Status.OK:
         return None, [f"run stopped early (status {status.value}): correctness not fully judged"]
     if not judged_answers(judged):
         return None, ["nothing was judged: no concurrent answer had a serial reference that passed"]
-    line = _correct_line(soft, base_recall is not None)
+    line = _correct_line(soft, recall_kept)
     if depth is not None:
         return (None if depth.inconclusive else True), [f"{line}; {depth.why}"]
     return True, [line]
 
 
-def _parallel_from_envelope(env: Envelope, t: Thresholds) -> tuple[bool | None, str]:
+@dataclass(frozen=True)
+class _Parallel:
+    """Parallel or not, the line that says why, and the speedup it was judged on."""
+
+    parallel: bool | None
+    why: str
+    speedup: float | None = None
+    n: int | None = None
+
+
+def _judged_parallel(speedup: float, n: int, figure: str, t: Thresholds) -> _Parallel:
+    if speedup >= t.min_speedup:
+        return _Parallel(True, f"parallel: {figure} (threshold {t.min_speedup:.2f}x)", speedup, n)
+    return _Parallel(False, f"not parallel: {figure}, below the {t.min_speedup:.2f}x threshold",
+                     speedup, n)
+
+
+def _parallel_from_envelope(env: Envelope, t: Thresholds) -> _Parallel:
     """Judged on the best correct step deeper than the baseline; None when none ran."""
     correct = [s for s in env.steps if s.correct and s.n > 1 and s.speedup is not None]
     best = max(correct, key=lambda s: s.speedup or 0.0, default=None)
     if best is None or best.speedup is None:
-        return None, "sweep: no correct step deeper than 1 had a speedup: parallelism not judged"
+        return _Parallel(None, "sweep: no correct step deeper than 1 had a speedup: "
+                               "parallelism not judged")
     figure = (f"decode speedup {best.speedup:.2f}x at {best.n} in flight (the best correct "
               f"step) over {env.baseline}")
-    if best.speedup >= t.min_speedup:
-        return True, f"parallel: {figure} (threshold {t.min_speedup:.2f}x)"
-    return False, f"not parallel: {figure}, below the {t.min_speedup:.2f}x threshold"
+    return _judged_parallel(best.speedup, best.n, figure, t)
 
 
 def _parallel(
     arms: Sequence[ArmResult], comparisons: Sequence[ArmComparison], t: Thresholds
-) -> tuple[bool | None, str]:
+) -> _Parallel:
     widest = max(arms[1:], key=lambda a: a.spec.concurrency, default=None)
     if widest is None or widest.spec.concurrency <= arms[0].spec.concurrency:
-        return None, "no arm runs more sessions at once than the baseline: parallelism not measured"
+        return _Parallel(None, "no arm runs more sessions at once than the baseline: "
+                               "parallelism not measured")
     if widest.state != "done":
         # A throughput figure from part of an arm says nothing about the whole.
-        return None, f"arm {widest.spec.name} did not finish ({widest.state}): parallelism not judged"
+        return _Parallel(None, f"arm {widest.spec.name} did not finish ({widest.state}): "
+                               "parallelism not judged")
     comp = next(c for c in comparisons if c.arm == widest.spec.name)
     if comp.decode_speedup is None:
-        return None, f"arm {widest.spec.name}: no decode throughput to compare (no successful decode)"
+        return _Parallel(None, f"arm {widest.spec.name}: no decode throughput to compare (no "
+                               "successful decode)")
     speedup, n = comp.decode_speedup, widest.spec.concurrency
     figure = f"decode speedup {speedup:.2f}x at {n} sessions over {comp.baseline}"
-    if speedup >= t.min_speedup:
-        return True, f"parallel: {figure} (threshold {t.min_speedup:.2f}x)"
-    return False, f"not parallel: {figure}, below the {t.min_speedup:.2f}x threshold"
+    return _judged_parallel(speedup, n, figure, t)
 
 
 def decide(
@@ -175,7 +199,7 @@ def decide(
     done = [a for a in arms if a.metrics is not None]
     if not done or done[0] is not arms[0]:
         why = "the baseline arm did not complete" if arms else "no arm ran"
-        hard = [f for f in findings if f.hard]
+        hard = [f for f in findings if f.hard and f.kind is not FindingKind.NOT_RUN]
         if hard:
             # What failed before the baseline ran (a sweep's references come after it) still
             # fails the run: a failure needs no reference.
@@ -193,25 +217,49 @@ def decide(
         )
         return Verdict(reasons=[why])
     depth = _depth(envelope, planned)
-    correct, reasons = _correctness(status, findings, judged, baseline, t, depth, envelope)
+    floor = _floor(judgement, baseline, t, envelope)
+    kept = floor is None and recall(_sample(baseline, envelope)).answered > 0
+    correct, reasons = _correctness(status, findings, judged, floor, kept, depth)
     reasons += reason_lines([f for f in findings if f.severity == "soft"], "soft: ")
-    reasons += reason_lines([f for f in findings if f.severity == "info"], "not judged: ")
-    if envelope is not None:
-        parallel, why = _parallel_from_envelope(envelope, t)
-    else:
-        parallel, why = _parallel(done, comparisons, t)
-    reasons.append(why)
-    if correct is False or parallel is False:
+    reasons += reason_lines([f for f in findings if f.severity == "info" and f is not floor],
+                            "not judged: ")
+    p = _parallel_from_envelope(envelope, t) if envelope is not None else _parallel(
+        done, comparisons, t)
+    reasons.append(p.why)
+    if correct is False or p.parallel is False:
         outcome = Outcome.FAIL
-    elif correct and parallel:
+    elif correct and p.parallel:
         outcome = Outcome.PASS
     else:
         outcome = Outcome.INCONCLUSIVE
     return Verdict(
         outcome=outcome,
-        parallel=parallel,
+        parallel=p.parallel,
         correct=correct,
         correct_up_to_n=depth.up_to if depth is not None else None,
         judged_answers=judged_answers(judged),
+        parallel_reason=p.why,
+        speedup=p.speedup,
+        speedup_n=p.n,
         reasons=reasons,
     )
+
+
+def _sample(base: ArmResult, envelope: Envelope | None) -> list[SessionResult]:
+    sample = set(envelope.reference_sample) if envelope is not None else set()
+    return [s for s in base.sessions if s.session in sample] if sample else base.sessions
+
+
+def _floor(
+    judgement: Judgement, base: ArmResult, t: Thresholds, envelope: Envelope | None
+) -> Finding | None:
+    """The recall floor's finding, in the judgement's findings (added there when the caller
+    has not: the report's findings are the judgement's)."""
+    mine = recall_floor(base, t, envelope)
+    if mine is None:
+        return None
+    found = next((f for f in judgement.findings if f == mine), None)
+    if found is None:
+        judgement.findings.append(mine)
+        found = mine
+    return found

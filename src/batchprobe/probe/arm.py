@@ -37,6 +37,8 @@ class ArmContext:
     cold_note: str = "off"
     cache_note: str = "on"
     logprobs: int | None = None
+    nonce: str | None = None
+    """Sent in place of the run id in every prompt (references to a URL: cold)."""
     on_session: Callable[[ArmResult, SessionResult], None] = lambda arm, s: None
 
     @property

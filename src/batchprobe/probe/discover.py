@@ -59,11 +59,12 @@ async def refuses(
     return error is not None and error.http_status in _NOT_SERVED
 
 
-async def accepts_top_logprobs(
+async def top_logprobs(
     client: OpenAIClient, run_id: str, prompt_style: str, extra: dict[str, JsonValue], top: int
-) -> bool:
+) -> tuple[bool, bool]:
     """Whether a 1-token request asking for ``top`` logprobs is answered, not refused (some
-    servers reject the field); whether any come back is the judge's to read."""
+    servers reject the field), and whether any came back (then each greedy row checks its
+    own top-1, and the params wave needs fewer rows for its divergence test)."""
     record = await client.complete(
         CompletionRequest(
             request_id=f"{run_id}-probe-logprobs",
@@ -74,7 +75,7 @@ async def accepts_top_logprobs(
             extra_body=dict(extra),
         )
     )
-    return record.error is None
+    return record.error is None, record.error is None and bool(record.top_logprobs)
 
 
 async def streams(client: OpenAIClient, run_id: str, api: str, extra: dict[str, JsonValue]) -> bool:

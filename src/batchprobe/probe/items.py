@@ -155,8 +155,9 @@ async def _context(
         if _any(wanted, "early", "params")
         else discover.FALLBACK_TOKENS_PER_NUMBER
     )
-    top_logprobs = _any(wanted, "params") and await discover.accepts_top_logprobs(
-        client, run_id, cfg.prompt_style, extra, TOP_LOGPROBS
+    top_logprobs, returned = (
+        await discover.top_logprobs(client, run_id, cfg.prompt_style, extra, TOP_LOGPROBS)
+        if _any(wanted, "params") else (False, False)
     )
     if _any(wanted, "params") and not top_logprobs:
         notes.append("params: the server refused top logprobs; open rows ask for none")
@@ -172,6 +173,7 @@ async def _context(
         both_paths=both_paths,
         bias_tokens=biases,
         top_logprobs=top_logprobs,
+        logprobs_returned=returned,
         tokens_per_number=per_number,
         sliding_window=discover.sliding_window(cfg.model),
         context_tokens=discover.context_tokens(props),

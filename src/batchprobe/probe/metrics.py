@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from batchprobe.client.types import ErrorKind
+from batchprobe.judge.judged import recall as recall_of
 from batchprobe.probe.stats import distribution, percentile, union_length
 from batchprobe.results.models import ArmMetrics, SessionResult
 
@@ -66,7 +67,7 @@ def arm_metrics(
     """Rates come from the burst wave; ``every_shape``: the latency distributions cover every
     session (a sweep step's, whose mixed wave shares the server among all shapes)."""
     ok = [s for s in sessions if s.ok]
-    recall = [s for s in ok if s.workload == "recall"]
+    recall = recall_of(sessions)
     # Throughput and latency come from the burst wave, cold; the other shapes are about
     # correctness. A sweep step's latencies cover its mixed wave too.
     timed = [s for s in ok if s.shape == "burst"] or ok
@@ -75,14 +76,13 @@ def arm_metrics(
     decode = [s for s in timed if s.workload == "decode"]
     errors: Counter[ErrorKind] = Counter(s.error.kind for s in sessions if s.error is not None)
     cached = [s.cached_tokens for s in sessions if s.cached_tokens is not None]
-    hits = sum(1 for s in recall if s.hit)
     return ArmMetrics(
         sessions=len(sessions),
         ok_sessions=len(ok),
         errors_by_kind=dict(errors),
-        recall=hits / len(recall) if recall else None,
-        recall_hits=hits,
-        recall_sessions=len(recall),
+        recall=recall.rate,
+        recall_hits=recall.hits,
+        recall_sessions=recall.answered,
         cross_talk_sessions=sum(1 for s in sessions if s.cross_talk_from),
         prompt_tokens=sum(s.prompt_tokens or 0 for s in ok),
         completion_tokens=sum(s.completion_tokens or len(s.chunk_ends) for s in ok),

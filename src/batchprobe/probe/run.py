@@ -27,7 +27,7 @@ from batchprobe.errors import (
 from batchprobe.judge.compare import compare
 from batchprobe.judge.judge import judge, judge_arm
 from batchprobe.judge.references import references
-from batchprobe.judge.verdict import decide
+from batchprobe.judge.verdict import decide, recall_floor
 from batchprobe.probe.arm import ArmContext, generates, warm_up
 from batchprobe.probe.cache import cache_notes, cache_policy, launch_spec, skipped_shapes
 from batchprobe.probe.clients import arm_client, auto_procs, client_health, client_limit
@@ -261,7 +261,14 @@ class ProbeRun:
             self.listener.phase(f"references, round {index + 1}", requests)
             if index == 0:
                 self.listener.arm_started(arm, requests)
-            wall += await run_waves(sender, arm, dataclasses.replace(ctx, plans=plans))
+            # On a URL the server is the sweep's own: a fresh nonce keeps them cold.
+            nonce = secrets.token_hex(4) if self.config.base_url is not None else None
+            seen, before = {s.session for s in arm.sessions}, len(arm.sessions)
+            wall += await run_waves(
+                sender, arm, dataclasses.replace(ctx, plans=plans, nonce=nonce)
+            )
+            # An earlier turn sent again ahead of a later one: its first reference stands.
+            arm.sessions[before:] = [s for s in arm.sessions[before:] if s.session not in seen]
             index += 1
         return wall
 
@@ -412,6 +419,9 @@ class ProbeRun:
                 report.envelope.reference_sample = kept.reference_sample
                 report.envelope.references_asked = kept.references_asked
             report.envelope.stop = _final_stop(stop, report.envelope)
+        base = self._baseline()
+        floor = recall_floor(base, t, report.envelope) if base is not None else None
+        judgement.findings += [floor] if floor is not None else []
         report.verdict = decide(
             status, report.arms, report.comparisons, t, report.envelope, self.config.sweep,
             judgement,

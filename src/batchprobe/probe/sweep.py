@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from batchprobe.errors import ConfigError
-from batchprobe.judge.verdict import judged_answers, reason_lines
+from batchprobe.judge.judged import judged_answers
+from batchprobe.judge.verdict import reason_lines
 from batchprobe.probe.clients import client_limit
 from batchprobe.probe.metrics import most_at_once
 from batchprobe.results.findings import Finding, FindingKind, Judged

@@ -16,6 +16,7 @@ from batchprobe._aio import gather_all
 from batchprobe.client import Completer
 from batchprobe.client.types import CompletionRequest, RequestRecord
 from batchprobe.errors import EngineStalled
+from batchprobe.judge.references import COMPARED_ROLES
 from batchprobe.probe.arm import TIMEOUTS, ArmContext, answers_nothing, to_session
 from batchprobe.results.models import ArmResult
 from batchprobe.results.shapes import MAX_DEPARTURES, Departure, Situation, WaveResult
@@ -125,6 +126,12 @@ class _Turns:
             self.answers[send.item.session] = record.text
 
 
+def _nonce(item: WorkItem, ctx: ArmContext) -> str | None:
+    """The nonce a reference is sent with, if any: never for the rows the divergence test
+    compares, whose text must come from the very prompt their wave sent."""
+    return None if item.role in COMPARED_ROLES else ctx.nonce
+
+
 def _request(item: WorkItem, copy_index: int, arm: str, ctx: ArmContext, cached: bool) -> CompletionRequest:
     params = item.params
     extra = dict(ctx.cache_body if cached else ctx.extra_body)
@@ -132,11 +139,17 @@ def _request(item: WorkItem, copy_index: int, arm: str, ctx: ArmContext, cached:
         value = getattr(params, name)
         if value is not None:
             extra[name] = value
+    prompt, messages = item.prompt, list(item.history)
+    nonce = _nonce(item, ctx)
+    if nonce is not None:
+        prompt = prompt.replace(ctx.run_id, nonce)
+        messages = [m.model_copy(update={"content": m.content.replace(ctx.run_id, nonce)})
+                    for m in messages]
     return CompletionRequest(
         request_id=f"{ctx.run_id}-{arm}-{item.shape}-{item.session}-{copy_index}",
         api=item.api or ctx.default_api,
-        prompt=item.prompt,
-        messages=list(item.history),
+        prompt=prompt,
+        messages=messages,
         max_tokens=item.max_tokens,
         temperature=params.temperature,
         seed=ctx.request_seed,
@@ -189,6 +202,7 @@ async def _send(
         prefix_cache=cached,
         conversation=item.turn.conversation if item.turn is not None else None,
         turn=item.turn.index if item.turn is not None else None,
+        nonce=_nonce(item, ctx),
     )
     arm.sessions.append(session)
     ctx.on_session(arm, session)

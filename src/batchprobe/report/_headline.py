@@ -18,20 +18,14 @@ from batchprobe.results.models import Report, Status
 from batchprobe.results.sweep import Envelope, StopRule
 
 
-def _best_speedup(report: Report) -> tuple[float, int] | None:
-    """The largest speedup of a correct step (a sweep) or of an arm, and its N."""
-    env = report.envelope
-    if env is not None and env.steps:
-        found = [(s.speedup, s.n) for s in env.steps if s.speedup is not None and s.correct]
-        found = found or [(s.speedup, s.n) for s in env.steps if s.speedup is not None]
-    else:
-        found = [(c.decode_speedup, arm.spec.concurrency) for arm in report.arms
-                 if (c := report.comparison(arm.spec.name)) and c.decode_speedup is not None]
-    return max(found) if found else None
+def _speedup(report: Report) -> tuple[float, int] | None:
+    """The speedup the verdict judged parallelism on, and its N (the verdict's own figure)."""
+    v = report.verdict
+    return (v.speedup, v.speedup_n) if v.speedup is not None and v.speedup_n is not None else None
 
 
 def parallel_sentence(report: Report) -> str:
-    best = _best_speedup(report)
+    best = _speedup(report)
     at = f"{best[0]:.1f}× at N={best[1]}" if best else ""
     parallel = report.verdict.parallel
     if parallel is True:
@@ -98,7 +92,7 @@ def cards(report: Report) -> list[Fact]:
     env = report.envelope
     if env is None:
         return []
-    best = _best_speedup(report)
+    best = _speedup(report)
     found: list[Fact | None] = [
         Fact("speedup", f"{best[0]:.1f}× at N={best[1]}") if best else None,
         Fact("largest correct N", str(env.largest_correct_n))

@@ -2,7 +2,8 @@
 prefill throughput per N, latency against throughput across N, and a request timeline of the
 step that matters most (the first failing one, or the deepest).
 
-Colours come from the step's ``correct`` and from ``report.findings``; nothing is re-judged.
+Colours come from the step's ``correct`` and from each request's judged status
+(``judge.views``, read from ``report.findings``); nothing is re-judged.
 """
 
 from __future__ import annotations
@@ -10,16 +11,17 @@ from __future__ import annotations
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure as MplFigure
 
+from batchprobe.judge.views import RequestStatus, RequestView, RequestViews
 from batchprobe.report._compare_sweep import Curve
-from batchprobe.report._failures import session_of
 from batchprobe.report._plots import _COLOURS, _TEXT, Figure, _plain_log, _svg
-from batchprobe.results.models import Report, SessionOutcome, SessionResult
+from batchprobe.results.findings import FindingKind
+from batchprobe.results.models import Report, SessionResult
 from batchprobe.results.sweep import SweepStep
 
 _LANES = 96  # a timeline draws at most this many requests (the first to start)
-_OUTCOME = {SessionOutcome.ERROR: "#c62828", SessionOutcome.CROSS_TALK: "#8e24aa",
-            SessionOutcome.MISS: "#ef6c00"}
-_SOFT, _FINE = "#f9a825", "#66bb6a"
+_HARD, _CROSS_TALK = "#c62828", "#8e24aa"
+_STATUS = {RequestStatus.SOFT: "#f9a825", RequestStatus.NOT_JUDGED: "#9e9e9e",
+           RequestStatus.OK: "#66bb6a"}
 
 
 def _steps(report: Report) -> list[SweepStep]:
@@ -95,14 +97,11 @@ def _timeline_step(report: Report) -> SweepStep | None:
     return steps[-1] if steps else None
 
 
-def _colour(report: Report, s: SessionResult) -> str:
-    found = [f for f in report.findings if f.arm == s.arm and s.session in f.sessions
-             and session_of(report, f.arm, s.session, f.shape) is s]
-    if any(f.hard for f in found):
-        return "#c62828"
-    if found:
-        return _SOFT
-    return _OUTCOME.get(s.outcome, _FINE)
+def _colour(view: RequestView) -> str:
+    """A lane's colour: its judged status (``judge.views``), cross-talk apart."""
+    if view.status is RequestStatus.FAILED:
+        return _CROSS_TALK if FindingKind.CROSS_TALK in view.kinds else _HARD
+    return _STATUS[view.status]
 
 
 def _bad_chunk_s(s: SessionResult) -> float | None:
@@ -121,8 +120,10 @@ def timeline_figure(report: Report) -> Figure | None:
         return None
     sessions = sorted(arm.sessions, key=lambda s: s.start_s)[:_LANES]
     fig, ax = _axes(min(9.0, 1.2 + 0.09 * len(sessions)))
+    views = RequestViews(report)
     for lane, s in enumerate(sessions):
-        ax.barh(lane, s.end_s - s.start_s, left=s.start_s, height=0.7, color=_colour(report, s))
+        ax.barh(lane, s.end_s - s.start_s, left=s.start_s, height=0.7,
+                color=_colour(views.of(arm.spec.name, s)))
         bad = _bad_chunk_s(s)
         if bad is not None:
             ax.plot([bad], [lane], marker="x", color="#000000", markersize=5)
@@ -133,7 +134,8 @@ def timeline_figure(report: Report) -> Figure | None:
     more = f" (the first {_LANES} of {len(arm.sessions)})" if len(arm.sessions) > _LANES else ""
     return Figure("plot-timeline", f"Request timeline of {arm.spec.name} (N={step.n})", _svg(fig),
                   f"Each request{more} as a lane from its start to its end: red a hard finding, "
-                  "yellow a soft one, purple cross-talk, orange a miss, green fine; × marks "
+                  "purple cross-talk, yellow a soft one, grey not judged, green judged and "
+                  "fine; × marks "
                   "the moment its first bad chunk arrived. Overlapping lanes ran together.")
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
 from dataclasses import dataclass
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from batchprobe.judge.checks import run_checks
+from batchprobe.judge.views import RequestStatus, RequestViews
 from batchprobe.report._cells import ARM_COLUMNS, arm_cells, headline, subject
 from batchprobe.report._envelope import (
     PRIMARY_STEP_COLUMNS,
@@ -21,21 +21,15 @@ from batchprobe.report._error import run_error
 from batchprobe.report._failures import Link, cell_id, failure_rows, session_of, soft_findings
 from batchprobe.report._headline import answer, cards, failing_lines
 from batchprobe.report.compare import RunsComparison
-from batchprobe.results.findings import Finding, FindingKind
-from batchprobe.results.models import (
-    Divergence,
-    Report,
-    SessionOutcome,
-    SessionResult,
-    Workload,
-)
+from batchprobe.results.findings import FindingKind
+from batchprobe.results.models import Divergence, Report, SessionResult, Workload
 
 _ANSWER_CHARS = 600
 
 
 @dataclass(frozen=True)
 class Cell:
-    css: str  # the outcome's colour class
+    css: str  # the judged status's colour class
     label: str
     session: SessionResult | None
     divergence: Divergence | None
@@ -59,42 +53,28 @@ def _key(s: SessionResult) -> _Key:
     return s.workload, s.session, s.situation.copy_index if s.situation else 0
 
 
-_Found = dict[tuple[str, int], list[Finding]]
-
-
-def _found(report: Report) -> _Found:
-    """Each session's findings, by arm: what colours its cell (never re-judged here)."""
-    found: _Found = defaultdict(list)
-    for f in report.findings:
-        for session in f.sessions:
-            found[(f.arm, session)].append(f)
-    return found
-
-
-def _cell(report: Report, arm: str, s: SessionResult | None, found: _Found) -> Cell:
+def _cell(report: Report, arm: str, s: SessionResult | None, found: RequestViews) -> Cell:
+    """A request's cell, coloured by its judged status (``judge.views``), never re-judged."""
     if s is None:
         return Cell("none", "not run", None, None)
     comp = report.comparison(arm)
     div = comp.divergence(s.workload, s.session) if comp else None
-    outcome = s.outcome
-    if outcome is SessionOutcome.ERROR and s.error is not None:
-        return Cell("error", s.error.kind.value, s, div)
-    if outcome is SessionOutcome.CROSS_TALK:
-        sources = tuple(Link(f"s{i}", cell_id(src) if (src := session_of(report, s.arm, i))
-                             else None) for i in s.cross_talk_from)
-        return Cell("cross_talk", "cross-talk ←", s, div, sources)
-    mine = found.get((arm, s.session), [])
-    hard = [f for f in mine if f.hard]
-    if hard:
-        return Cell("miss", " · ".join(dict.fromkeys(f.kind.value.replace("_", " ") for f in hard)),
-                    s, div)
-    if any(f.kind is FindingKind.FLIP for f in mine):
-        return Cell("diverged", "flip (right on replay)", s, div)
-    label = {SessionOutcome.HIT: "hit", SessionOutcome.MISS: "miss"}.get(outcome, "ok")
-    if div is not None:
-        return Cell("diverged" if outcome is not SessionOutcome.MISS else "miss",
-                    f"{label} · ≠ greedy", s, div)
-    return Cell(outcome.value, label, s, None)
+    view = found.of(arm, s)
+    kinds = view.kinds
+    if view.status is RequestStatus.FAILED:
+        if FindingKind.CROSS_TALK in kinds:
+            sources = tuple(Link(f"s{i}", cell_id(src) if (src := session_of(report, s.arm, i))
+                                 else None) for i in s.cross_talk_from)
+            return Cell("cross_talk", "cross-talk ←", s, div, sources)
+        if kinds == (FindingKind.ERROR,) and s.error is not None:
+            return Cell("error", s.error.kind.value, s, div)
+        return Cell("error" if FindingKind.ERROR in kinds else "miss", view.label, s, div)
+    if view.status is RequestStatus.SOFT:
+        label = "flip (right on replay)" if FindingKind.FLIP in kinds else view.label
+        return Cell("diverged", label, s, div)
+    if view.status is RequestStatus.NOT_JUDGED:
+        return Cell("none", view.label, s, div)
+    return Cell("hit" if s.hit else "ok", "hit" if s.hit else "ok", s, div)
 
 
 def session_grid(report: Report) -> list[GridRow]:
@@ -106,7 +86,7 @@ def session_grid(report: Report) -> list[GridRow]:
     order = sorted(keys, key=lambda k: (report.config.workloads.index(k[0])
                                         if k[0] in report.config.workloads else 99, k[1], k[2]))
     by_arm = {a.spec.name: {_key(s): s for s in a.sessions} for a in report.arms}
-    found = _found(report)
+    found = RequestViews(report)
     return [GridRow(k[0], k[1], k[2], keys[k],
                     [_cell(report, a.spec.name, by_arm[a.spec.name].get(k), found)
                      for a in report.arms])
@@ -144,7 +124,7 @@ def _sweep_grid(report: Report) -> Grid:
     env = report.envelope
     assert env is not None
     by_arm = {a.spec.name: {_key(s): s for s in a.sessions} for a in report.arms}
-    found = _found(report)
+    found = RequestViews(report)
     sources = [a.spec.name for a in report.arms if a.spec.role != "step"]
     merged = len(sources) > 1 and sum(len(by_arm[a]) for a in sources) == len(
         {k for a in sources for k in by_arm[a]})

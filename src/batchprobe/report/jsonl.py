@@ -1,5 +1,6 @@
-"""JSON Lines: one record per request of the verdict, with its timings, situation, self-check
-and the findings that name it (``report.findings``, never re-judged here)."""
+"""JSON Lines: one record per request of the verdict, with its timings, situation, self-check,
+its judged status and the findings that name it (``report.findings`` through
+``judge.views``, never re-judged here)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ import json
 
 from pydantic import BaseModel, ConfigDict
 
+from batchprobe.judge.views import RequestStatus, RequestViews
 from batchprobe.results.findings import Finding
 from batchprobe.results.models import ArmResult, Report, SessionResult
 from batchprobe.results.shapes import SelfCheck, Situation
 
-REQUEST_RECORD_VERSION = 1
+# 2: ``status`` (the judged status, from the findings) replaces ``outcome`` (what the answer
+# showed on its own: a refused request read "error", an unjudged miss "miss").
+REQUEST_RECORD_VERSION = 2
 
 
 class FindingRef(BaseModel):
@@ -40,7 +44,8 @@ class RequestRecord(BaseModel):
     workload: str
     session: int
     shape: str
-    outcome: str
+    status: RequestStatus
+    failed: list[str]  # status failed: the kinds of its hard findings
     error_kind: str | None
     finish_reason: str | None
     prompt_tokens: int | None
@@ -64,12 +69,16 @@ def findings_of(report: Report, arm: str, session: int) -> list[Finding]:
     return [f for f in report.findings if f.arm == arm and session in f.sessions]
 
 
-def request_record(report: Report, arm: ArmResult, s: SessionResult) -> RequestRecord:
+def request_record(
+    report: Report, arm: ArmResult, s: SessionResult, views: RequestViews | None = None
+) -> RequestRecord:
     found = findings_of(report, arm.spec.name, s.session)
+    view = (views or RequestViews(report)).of(arm.spec.name, s)
+    failed = [k.value for k in view.kinds] if view.status is RequestStatus.FAILED else []
     return RequestRecord(
         run_id=report.run_id, arm=arm.spec.name, role=arm.spec.role, n=arm.spec.concurrency,
         request_id=s.request_id, workload=s.workload, session=s.session, shape=s.shape,
-        outcome=s.outcome.value, error_kind=s.error.kind.value if s.error else None,
+        status=view.status, failed=failed, error_kind=s.error.kind.value if s.error else None,
         finish_reason=s.finish_reason, prompt_tokens=s.prompt_tokens,
         completion_tokens=s.completion_tokens, cached_tokens=s.cached_tokens,
         start_s=s.start_s, first_token_s=s.first_token_s, last_token_s=s.last_token_s,
@@ -81,7 +90,8 @@ def request_record(report: Report, arm: ArmResult, s: SessionResult) -> RequestR
 
 
 def render_jsonl(report: Report) -> str:
-    lines = [request_record(report, arm, s).model_dump_json()
+    views = RequestViews(report)
+    lines = [request_record(report, arm, s, views).model_dump_json()
              for arm in report.arms for s in arm.sessions]
     return "".join(line + "\n" for line in lines)
 

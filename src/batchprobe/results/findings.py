@@ -38,6 +38,7 @@ class FindingKind(str, Enum):
     BIAS = "bias"  # its logit bias was not honoured
     STOP = "stop"  # its stop string was not honoured
     USAGE = "usage"  # usage disagrees with the stream, or with the reference's prompt tokens
+    STREAM = "stream"  # the stream lost pieces: its reference's text with gaps, or usage beyond it
     SAMPLED = "sampled"  # a greedy row's chosen token was not its own top-1: it was sampled
     SAMPLED_DIVERGENCE = "sampled_divergence"  # greedy rows beside sampled ones diverge far more
     FLIP = "flip"  # a wrong answer with only its own content that did not come back on replay
@@ -64,6 +65,7 @@ CheckName = Literal[
     "bias",
     "stop",
     "usage",
+    "stream",
     "greedy",
     "flips",
     "supported",
@@ -79,6 +81,7 @@ CHECK_OF: dict[FindingKind, CheckName] = {
     FindingKind.BIAS: "bias",
     FindingKind.STOP: "stop",
     FindingKind.USAGE: "usage",
+    FindingKind.STREAM: "stream",
     FindingKind.SAMPLED: "greedy",
     FindingKind.SAMPLED_DIVERGENCE: "greedy",
     FindingKind.GREEDY_DIVERGENCE: "greedy",

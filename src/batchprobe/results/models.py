@@ -99,6 +99,15 @@ class Verdict(_Model):
     judged_answers: int = Field(
         default=0, description="Answers a content check judged (recall, count, bias, stop, ...)."
     )
+    parallel_reason: str = Field(
+        default="", description="The line that says why ``parallel`` is what it is (one of reasons)."
+    )
+    speedup: float | None = Field(
+        default=None,
+        description="The decode speedup ``parallel`` was judged on: a sweep's best correct step "
+        "deeper than 1, or the widest arm's over the baseline.",
+    )
+    speedup_n: int | None = Field(default=None, description="The requests in flight of ``speedup``.")
     reasons: list[str] = Field(default_factory=list)
 
 

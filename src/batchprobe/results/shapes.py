@@ -58,6 +58,11 @@ class Situation(_Model):
         default=None, description="conversation: the session of its conversation's first turn."
     )
     turn: int | None = Field(default=None, description="conversation: its turn, 1 for the first.")
+    nonce: str | None = Field(
+        default=None,
+        description="A reference sent to a URL after the sweep: the run id in its prompt was "
+        "this fresh nonce, so no prefix cache of the sweep could serve it (cold).",
+    )
 
 
 class WaveResult(_Model):

@@ -99,7 +99,7 @@ def self_check(item: WorkItem, text: str, pieces: list[str]) -> SelfCheck | None
         stopped = check_stop(params.stop, text, pieces)
         if stopped is not None:
             return stopped
-    if item.count is None or not params.greedy:
+    if item.count is None or not params.greedy or params.penalised:
         return None
     return check_count(item.count, text, pieces)
 
@@ -129,3 +129,77 @@ def count_window(item: WorkItem) -> range | None:
         return None
     answers = item.turn.index if item.turn is not None else 1
     return range(item.count.first - SHOWN, item.count.first + answers * item.max_tokens)
+
+
+# Another row's parameter applied to this one (a batching bug) leaves its own mark on a count:
+# the functions below read it from the text; the judge names the row whose parameter it is.
+
+
+def count_ideal(text: str) -> str | None:
+    """The count ``text`` should be, from its first number on, written as ``text`` writes it
+    (None: no number). Long enough to run past the end of ``text``."""
+    first = _NUMBER.search(text)
+    if first is None:
+        return None
+    start = int(first.group())
+    numbers = range(start, start + len(text) // 2 + 2)
+    return text[: first.start()] + ", ".join(map(str, numbers)) + ","
+
+
+def shown_before(ideal: str) -> str:
+    """The numbers a counting prompt shows before the count ``ideal`` begins (llama.cpp
+    counts the prompt's tokens into its penalties too)."""
+    first = _NUMBER.search(ideal)
+    if first is None:
+        return ""
+    start = int(first.group())
+    return " " + ", ".join(str(n) for n in range(start - SHOWN, start)) + ","
+
+
+def stop_sources(continuation: str, own: list[str], others: Mapping[int, list[str]]) -> list[int]:
+    """The other rows (``others``: session -> its stop strings) with a stop string that
+    ``continuation`` (what the text would have gone on with) begins with, where none of the
+    row's ``own`` does: a text cut there stopped at a string it never asked for."""
+    if any(continuation.startswith(stop) for stop in own):
+        return []
+    return sorted(
+        session
+        for session, stops in others.items()
+        if any(continuation.startswith(stop) and stop not in own for stop in stops)
+    )
+
+
+def shows_bias(text: str, bias_text: str, broke_at: int | None) -> bool:
+    """Whether ``text`` emits ``bias_text`` as a forcing bias makes a row do: twice in a row
+    anywhere (no healthy row repeats a word so), or once where a count broke (a count
+    never writes a word)."""
+    if not bias_text.strip():
+        return False
+    return bias_text * 2 in text or (broke_at is not None and bias_text in text[broke_at:])
+
+
+# How often the token a count needed must have come before (prompt and text) for a break away
+# from it, to a token seen less often or an end, to read as a penalty's: the tokens a count
+# repeats (its space, comma, leading digits) come back with every number.
+PENALTY_SEEN = 3
+
+
+def penalty_break(text: str, ideal: str, stopped: bool) -> str | None:
+    """Where ``text`` leaves its count ``ideal`` as penalties push a count off, in words:
+    the character it needed had come before at least ``PENALTY_SEEN`` times (the prompt's
+    shown numbers included) and it wrote one seen less often instead, or ended (``stopped``,
+    an end-of-sequence token that never came before). None: not a penalty's mark."""
+    pos = _mismatch(text, ideal)
+    if pos is None:
+        if not stopped or len(text) >= len(ideal):
+            return None
+        pos, emitted = len(text), None
+    else:
+        emitted = text[pos]
+    needed = ideal[pos]
+    before = shown_before(ideal) + text[:pos]
+    seen = before.count(needed)
+    if seen < PENALTY_SEEN or (emitted is not None and before.count(emitted) >= seen):
+        return None
+    wrote = "ended" if emitted is None else f"wrote {emitted!r} (seen {before.count(emitted)} times)"
+    return f"at character {pos} it needed {needed!r} (seen {seen} times before) and {wrote}"

@@ -34,6 +34,12 @@ class SamplingParams(BaseModel):
     def greedy(self) -> bool:
         return self.temperature == 0.0
 
+    @property
+    def penalised(self) -> bool:
+        """Presence or frequency penalties: a count run with them is not determined (the
+        params shape's are strong enough to break one)."""
+        return bool(self.presence_penalty or self.frequency_penalty)
+
     def describe(self) -> str:
         """A short human label: 'greedy', 'temperature 0.9, top_p 0.9', 'logit bias ' kiwi''."""
         parts = [] if self.greedy else [f"temperature {self.temperature:g}"]

@@ -78,6 +78,8 @@ class ShapeContext:
     bias_tokens: list[BiasToken] = field(default_factory=list)
     top_logprobs: bool = True
     """The server answers a request asking for top logprobs (params' open rows ask)."""
+    logprobs_returned: bool = False
+    """And some came back: each greedy row checks its own top-1 without a reference."""
     tokens_per_number: float = 6.0
     sliding_window: int | None = None
     context_tokens: int | None = None

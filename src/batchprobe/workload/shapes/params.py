@@ -18,18 +18,63 @@ Role = Literal["greedy", "open", "control", "sampled", "bias", "stop", "penalty"
 # A wave of more sessions cycles through them again.
 # Four of each kind of open row: without logprobs their divergence is all a sampled greedy
 # row shows, and two against two can never reach the divergence test's p-value in one step.
+# The bias, penalty and stop rows come just before the greedy row, in that order: sent a few
+# at a time (a small N), a row beside them is a determined count (the stop row's, the greedy
+# row's) that shows another row's parameter, and the stop row's second stop string is the
+# greedy row's number (see ``aim_stops``).
 ROLES: tuple[Role, ...] = (
-    "open", "sampled", "greedy", "bias", "open", "sampled", "stop", "penalty", "open", "open",
+    "open", "sampled", "bias", "penalty", "stop", "greedy", "open", "sampled", "open", "open",
     "control", "control", "control", "control",
 )  # fmt: skip
 BIAS = 100.0
+# Strong enough that a count run with them breaks within a few numbers on a tokenizer that
+# splits digits (Gemma's, Llama's): each count repeats its space, comma and leading digits, and
+# at 2 + 2 x repeats the repeated token falls behind tokens never seen (llama.cpp counts the
+# prompt's numbers too, so at once). A neighbour's count broken that way is the mark of a
+# leaked penalty; the penalty row's own text is therefore not a determined count.
+PENALTY = 2.0
+# The stop row's second stop string is this number of a greedy neighbour's count (its first
+# generated number is 0): early in that count, never in the stop row's own (another block of
+# 1,000), so a neighbour cut there, finish "stop", ran with the stop row's stop strings.
+NEIGHBOUR_STOP_AT = 2
 MAX_TOKENS = 32
 TOP_LOGPROBS = 5
 
 
-def roles(sessions: int) -> list[Role]:
-    """The role of each row: the whole set at least once, ``sessions`` rows when more."""
-    return [ROLES[index % len(ROLES)] for index in range(max(sessions, len(ROLES)))]
+# Where the server returns the open rows' top logprobs, each greedy row shows a sampled token
+# by itself (its own top-1), and the divergence test's extra rows buy nothing: one of each
+# role, and an open row after the stop row's aim (8 rows, not 14).
+WITH_LOGPROBS: tuple[Role, ...] = (
+    "open", "sampled", "bias", "penalty", "stop", "greedy", "open", "control",
+)  # fmt: skip
+
+
+def roles(sessions: int, logprobs: bool = False) -> list[Role]:
+    """The role of each row: the whole set at least once, ``sessions`` rows when more
+    (``logprobs``: the server returns top logprobs, so the smaller set)."""
+    cycle = WITH_LOGPROBS if logprobs else ROLES
+    return [cycle[index % len(cycle)] for index in range(max(sessions, len(cycle)))]
+
+
+def aim_stops(items: list[WorkItem]) -> list[WorkItem]:
+    """Each stop row with a second stop string: the number ``NEIGHBOUR_STOP_AT`` of the
+    first greedy count after it in the wave (else the last before it), with its comma, so
+    never a prefix of another number nor met in the stop row's own count (another block of
+    1,000): it stops only where it planned, while that neighbour, run with its stop strings,
+    is cut there with finish "stop"."""
+    greedy = [i for i, item in enumerate(items) if item.role == "greedy" and item.count]
+    aimed = list(items)
+    for index, item in enumerate(items):
+        if item.role != "stop" or not greedy or item.params.stop is None:
+            continue
+        target = next((g for g in greedy if g > index), greedy[-1])
+        count = items[target].count
+        if count is None:
+            continue
+        stop = [*item.params.stop, f" {count.first + NEIGHBOUR_STOP_AT},"]
+        params = item.params.model_copy(update={"stop": stop})
+        aimed[index] = item.model_copy(update={"params": params})
+    return aimed
 
 
 class Params:
@@ -37,13 +82,15 @@ class Params:
     sends = (
         "counting and open-ended prompts sent together, each row with its own parameters: greedy "
         "counts, greedy open-ended rows asking for top logprobs beside sampled ones (temperature 1, "
-        "top_p 0.95), a strong logit bias toward a token of its own, its own stop string, "
+        "top_p 0.95), a strong logit bias toward a token of its own, its own stop strings (one "
+        "where it must stop, one a number early in a greedy neighbour's count), strong "
         "presence/frequency penalties; then greedy open-ended control rows beside greedy traffic"
     )
     checks = (
-        "greedy and penalised rows follow their count; a greedy row's every token is its own "
-        "top-1; a biased row emits its token every time; a stop string stops the text; a row "
-        "showing another row's parameter names both sessions"
+        "greedy rows follow their count; a greedy row's every token is its own top-1; a biased "
+        "row emits its token every time; a stop string stops the text; a row cut at another "
+        "row's stop string, emitting another row's biased token, or whose count broke the way "
+        "another row's penalties break one names both sessions"
     )
     needs_streaming = False
 
@@ -58,7 +105,7 @@ class Params:
         biases = iter(ctx.bias_tokens)
         notes: list[str] = []
         items: list[WorkItem] = []
-        for index, role in enumerate(roles(ctx.sessions)):
+        for index, role in enumerate(roles(ctx.sessions, ctx.logprobs_returned)):
             (session,) = ctx.take_sessions(1)
             api = ctx.api_for(index)
             if role in ("open", "control"):
@@ -96,10 +143,11 @@ class Params:
                 )
                 tokens = max_tokens + math.ceil(ctx.tokens_per_number)
             elif role == "penalty":
-                params = SamplingParams(presence_penalty=0.1, frequency_penalty=0.01)
+                params = SamplingParams(presence_penalty=PENALTY, frequency_penalty=PENALTY)
             item = counting_item(run_id=ctx.run_id, session=session, start=start,
                                  max_tokens=tokens, shape=self.name, api=api, params=params)  # fmt: skip
             items.append(item.model_copy(update={"role": role}))
+        items = aim_stops(items)
         sends = [Send(i, phase=1 if i.role == "control" else 0) for i in items]
         return ShapePlan(self.name, items, sends, notes=notes)
 
