@@ -125,19 +125,8 @@ def _content(
         if not check.passed:
             found.append(_finding(arm, s, _SELF_CHECK[check.kind], check.detail or "failed"))
     sampled = s.situation is not None and s.situation.sampled
-    for name, kind, detail in (
-        ("length", FindingKind.ENDED_EARLY, None if sampled else ended_early(s, ref, t.length_slack)),
-        ("usage", FindingKind.USAGE, usage_mismatch(s, ref, t.length_slack)),
-    ):
-        tally.count(s.shape, name)  # type: ignore[arg-type]
-        if detail is not None:
-            found.append(_finding(arm, s, kind, detail))
-    found += _stream(arm, s, ref, t, tally)
-    if s.top_logprobs:
-        tally.count(s.shape, "greedy")
-        top = not_top1(s)
-        if top is not None:
-            found.append(_finding(arm, s, FindingKind.SAMPLED, top))
+    early = None if sampled else ended_early(s, ref, t.length_slack)
+    found += _on_any_model(arm, s, ref, early, t, tally)
     leak = _leaked(arm, s, ref)
     if leak is not None:
         found = [f for f in found if f.kind not in _LEAK_EXPLAINS] + [leak]
@@ -196,40 +185,40 @@ def _undetermined(
     the task): its content is not judged, what holds on any model is: its usage, and a
     'length' finish short of its own max_tokens. A clean early stop is not: an undetermined
     text may end anywhere under other numerics."""
+    return _on_any_model(arm, s, ref, short_length(s, t.length_slack), t, tally)
+
+
+def _on_any_model(
+    arm: ArmResult, s: SessionResult, ref: SessionResult | None, length: str | None,
+    t: Thresholds, tally: _Tally,
+) -> list[Finding]:
+    """What is judged whatever the answer's content: its length (``length``: the evidence the
+    caller could read), its usage, its stream, a greedy row's every token its own top-1."""
     found = []
     for name, kind, detail in (
-        ("length", FindingKind.ENDED_EARLY, short_length(s, t.length_slack)),
+        ("length", FindingKind.ENDED_EARLY, length),
         ("usage", FindingKind.USAGE, usage_mismatch(s, ref, t.length_slack)),
     ):
         tally.count(s.shape, name)  # type: ignore[arg-type]
         if detail is not None:
             found.append(_finding(arm, s, kind, detail))
     found += _stream(arm, s, ref, t, tally)
-    return found
-
-
-def _self_checked(arm: ArmResult, s: SessionResult, t: Thresholds, tally: _Tally) -> list[Finding]:
-    """An answer that checks itself and passed (its own code, a count run on to its
-    max_tokens): judged without a reference on its self-check and on what needs none."""
-    found = []
-    if s.check is not None:
-        tally.count(s.shape, s.check.kind)
-    elif s.workload == "recall" and s.hit is not None:
-        tally.count(s.shape, "recall")
-    for name, kind, detail in (
-        ("length", FindingKind.ENDED_EARLY, short_length(s, t.length_slack)),
-        ("usage", FindingKind.USAGE, usage_mismatch(s, None, t.length_slack)),
-    ):
-        tally.count(s.shape, name)  # type: ignore[arg-type]
-        if detail is not None:
-            found.append(_finding(arm, s, kind, detail))
-    found += _stream(arm, s, None, t, tally)
     if s.top_logprobs:
         tally.count(s.shape, "greedy")
         top = not_top1(s)
         if top is not None:
             found.append(_finding(arm, s, FindingKind.SAMPLED, top))
     return found
+
+
+def _self_checked(arm: ArmResult, s: SessionResult, t: Thresholds, tally: _Tally) -> list[Finding]:
+    """An answer that checks itself and passed (its own code, a count run on to its
+    max_tokens): judged without a reference on its self-check and on what needs none."""
+    if s.check is not None:
+        tally.count(s.shape, s.check.kind)
+    elif passed(s) is not None:
+        tally.count(s.shape, "recall")  # scored without a checker: its hit says
+    return _on_any_model(arm, s, None, short_length(s, t.length_slack), t, tally)
 
 
 def wrong_again(s: SessionResult, ref: SessionResult, t: Thresholds) -> bool:
