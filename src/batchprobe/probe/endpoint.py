@@ -93,21 +93,25 @@ def url_provider(base_url: str, model: str | None = None) -> UrlProvider:
     return UrlProvider(base_url, model)
 
 
-def engine_died(ep: Endpoint, arm: ArmResult, when: str) -> EngineDied | None:
-    """EngineDied with the exit code and log tail when the managed engine has exited."""
+def engine_died(ep: Endpoint, arm: ArmResult | None, when: str) -> EngineDied | None:
+    """EngineDied with the exit code and log tail when the managed engine has exited (kept on
+    ``arm``, the arm it served, when one had started)."""
     if ep.process is None:
         return None
     # It stopped answering: give an exiting process a moment to be done.
     code = ep.process.exit_code(_EXIT_WAIT_S)
     if code is None:
         return None
-    arm.engine_exit_code = code
+    if arm is not None:
+        arm.engine_exit_code = code
     how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
     where = f"; log: {ep.log_path}" if ep.log_path else ""
     return EngineDied(f"the engine {how} {when}{where}", log_tail=ep.process.log_tail())
 
 
-def server_lost(ep: Endpoint, arm: ArmResult, when: str, exc: EngineError) -> EngineError:
+def server_lost(
+    ep: Endpoint, arm: ArmResult | None, when: str, exc: EngineError
+) -> EngineError:
     """What to raise when the server stopped answering (``exc``) during an arm: EngineDied
     with its exit code when the managed process exited, else ``exc`` itself, a stall with the
     live process's log tail."""

@@ -377,7 +377,7 @@ class ProbeRun:
                 arm.state = "interrupted" if status is Status.INTERRUPTED else "failed"
             if arm.metrics is None and arm.sessions:
                 arm.metrics = arm_metrics(arm.sessions, 0.0)
-        base = self._baseline()
+        base = self.baseline()
         report.comparisons = [compare(a, base) for a in report.arms[1:]] if base else []
         _warnings(report)
         self.judge(status)
@@ -387,12 +387,12 @@ class ProbeRun:
 
     def judgement(self) -> tuple[list[Finding], list[Judged]]:
         """The run's findings as they stand (the final pass makes them again at the end)."""
-        base = self._baseline()
+        base = self.baseline()
         comparisons = [compare(a, base) for a in self.report.arms[1:]] if base else []
         judged = judge(self.report.arms, comparisons, self.config.thresholds)
         return judged.findings, judged.judged
 
-    def _baseline(self) -> ArmResult | None:
+    def baseline(self) -> ArmResult | None:
         first = self.report.arms[0] if self.report.arms else None
         return first if first is not None and first.spec.role in ("arm", "reference") else None
 
@@ -409,17 +409,17 @@ class ProbeRun:
         report.findings, report.judged = judgement.findings, judgement.judged
         sweep = self.sweep
         if sweep is not None and sweep.steps:
-            sweep.finalize(self._baseline(), judgement.findings, judgement.judged)
+            sweep.finalize(self.baseline(), judgement.findings, judgement.judged)
             stop = sweep.stop or SweepStop(
                 rule=StopRule.STOPPED_EARLY, detail=f"the run stopped: {status.value}"
             )
             kept = report.envelope
-            report.envelope = envelope(self._baseline(), sweep.steps, sweep.notes)
+            report.envelope = envelope(self.baseline(), sweep.steps, sweep.notes)
             if kept is not None:
                 report.envelope.reference_sample = kept.reference_sample
                 report.envelope.references_asked = kept.references_asked
             report.envelope.stop = _final_stop(stop, report.envelope)
-        base = self._baseline()
+        base = self.baseline()
         floor = recall_floor(base, t, report.envelope) if base is not None else None
         judgement.findings += [floor] if floor is not None else []
         report.verdict = decide(

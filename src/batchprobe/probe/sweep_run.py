@@ -40,6 +40,11 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def _last(arms: list[ArmResult]) -> ArmResult | None:
+    """The arm under way when the server was lost (none before the sweep's first step)."""
+    return arms[-1] if arms else None
+
+
 @dataclass
 class _StepRun:
     """What the final pass needs of a step besides its arm: its plans (replays), its mixed
@@ -83,7 +88,7 @@ class Sweep:
             try:
                 run.interrupts.run(self._sweep(ep, spec))
             except (EngineUnreachable, EngineStalled) as exc:
-                lost = server_lost(ep, run.report.arms[-1], "during the sweep", exc)
+                lost = server_lost(ep, _last(run.report.arms), "during the sweep", exc)
                 if lost is exc:
                     raise
                 raise lost from exc
@@ -328,7 +333,7 @@ class Sweep:
             try:
                 run.interrupts.run(self._after(ep, spec, judgement))
             except (EngineUnreachable, EngineStalled) as exc:
-                lost = server_lost(ep, run.report.arms[-1], "after the references", exc)
+                lost = server_lost(ep, _last(run.report.arms), "after the references", exc)
                 if lost is exc:
                     raise
                 raise lost from exc
@@ -339,7 +344,7 @@ class Sweep:
         one below it and depths between: the stop there, for a bisection."""
         if self.stop is None or self.stop.rule is not StopRule.PLAN_END:
             return None
-        self.finalize(self.run.report.arms[0], findings, judged)
+        self.finalize(self.run.baseline(), findings, judged)
         failing = min((s.n for s in self.steps if s.correct is False), default=None)
         if failing is None:
             return None

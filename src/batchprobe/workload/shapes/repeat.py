@@ -23,7 +23,7 @@ from batchprobe.workload.shapes._types import (
 TWINS = 2
 FAMILY = 3
 # Sweep steps this deep or shallower send one twin pair and a family of two.
-SHALLOW = 4
+SHALLOW = 8
 # Re-sent while they decode and after they ended, one over each request path: a server may
 # cache what a prompt left behind on one path only (mlx-lm checkpoints chat prompts only).
 RESENT = 2
