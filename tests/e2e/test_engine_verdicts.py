@@ -139,7 +139,7 @@ def test_default_run_llama_cpp_gemma3_270m(llama_env: Installation, tmp_path: Pa
     assert all(s["ran"] for s in verdict["shapes"]), verdict["shapes"]
     assert verdict["verdict"]["correct"] is True, verdict["verdict"]["reasons"]
     # The headline: PASS, parallel, from a correct step deeper than one.
-    assert verdict["verdict"]["outcome"] == "pass" and verdict["verdict"]["parallel"] is True, out
+    assert verdict["verdict"]["outcome"] == "PASS" and verdict["verdict"]["parallel"] is True, out
     assert verdict["verdict"]["speedup_n"] in {s["n"] for s in env["steps"] if s["correct"]}
     deepest = next(a for a in verdict["arms"] if a["spec"]["name"] == "sweep@16")
     repeat = next(w for w in deepest["waves"] if w["shape"] == "repeat")
