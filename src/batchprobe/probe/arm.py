@@ -141,6 +141,10 @@ def to_session(
             result.cross_talk_from = count_sources(
                 rec.text[broken:], _count_key(item), ctx.windows
             )
+        elif item.workload == "decode" and check is None:
+            # A row with no count of its own to follow (open-ended, sampled, penalised): another
+            # session's count anywhere in it is cross-talk.
+            result.cross_talk_from = count_sources(rec.text, _count_key(item), ctx.windows)
     return result
 
 
