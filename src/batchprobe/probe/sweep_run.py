@@ -245,7 +245,7 @@ class Sweep:
             mine = {s.session for s in arm.sessions}
             own = [
                 f for f in findings
-                if f.arm == step.arm or (
+                if f.arm in (step.arm, f"references@{step.n}") or (
                     f.arm not in {r.spec.name for r in refs} and mine & set(f.sessions)
                     and f.kind is not FindingKind.NOT_JUDGED
                 )
