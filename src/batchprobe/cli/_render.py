@@ -149,6 +149,17 @@ class _Plan:
         self.bisecting = self.bisecting or first
         return first
 
+    def planned(self, summary: PlanSummary) -> str:
+        """The plan's line, its requests counted."""
+        self.requests += summary.requests
+        return plan_line(summary)
+
+    def entered(self, name: str, requests: int) -> str:
+        """A phase's line, its requests counted."""
+        self.phase = name
+        self.requests += requests
+        return f"{name}: {requests} requests" if requests else name
+
     def started_arm(self, arm: ArmResult) -> None:
         if arm.spec.role != "reference":
             self.phase = f"{arm.spec.name} (N={arm.spec.concurrency})"
@@ -242,13 +253,10 @@ class PlainListener:
         self._line(text)
 
     def plan_ready(self, summary: PlanSummary) -> None:
-        self.plan.requests += summary.requests
-        self._line(plan_line(summary))
+        self._line(self.plan.planned(summary))
 
     def phase(self, name: str, requests: int) -> None:
-        self.plan.phase = name
-        self.plan.requests += requests
-        self._line(f"{name}: {requests} requests" if requests else name)
+        self._line(self.plan.entered(name, requests))
 
     def arm_started(self, arm: ArmResult, total: int) -> None:
         self.plan.started_arm(arm)
@@ -323,13 +331,10 @@ class RichListener:
         self.progress.console.print(f"  {escape(text)}")
 
     def plan_ready(self, summary: PlanSummary) -> None:
-        self.plan.requests += summary.requests
-        self.note(plan_line(summary))
+        self.note(self.plan.planned(summary))
 
     def phase(self, name: str, requests: int) -> None:
-        self.plan.phase = name
-        self.plan.requests += requests
-        self.note(f"{name}: {requests} requests" if requests else name)
+        self.note(self.plan.entered(name, requests))
 
     def arm_started(self, arm: ArmResult, total: int) -> None:
         self.plan.started_arm(arm)

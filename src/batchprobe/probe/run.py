@@ -45,6 +45,7 @@ from batchprobe.results.client import ClientHealth
 from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.findings import Finding, FindingKind, Judged, Severity
 from batchprobe.results.models import (
+    ArmComparison,
     ArmResult,
     ArmSpec,
     Environment,
@@ -377,8 +378,7 @@ class ProbeRun:
                 arm.state = "interrupted" if status is Status.INTERRUPTED else "failed"
             if arm.metrics is None and arm.sessions:
                 arm.metrics = arm_metrics(arm.sessions, 0.0)
-        base = self.baseline()
-        report.comparisons = [compare(a, base) for a in report.arms[1:]] if base else []
+        report.comparisons = self._comparisons()
         _warnings(report)
         self.judge(status)
         report.finished_at = _now()
@@ -387,10 +387,13 @@ class ProbeRun:
 
     def judgement(self) -> tuple[list[Finding], list[Judged]]:
         """The run's findings as they stand (the final pass makes them again at the end)."""
-        base = self.baseline()
-        comparisons = [compare(a, base) for a in self.report.arms[1:]] if base else []
-        judged = judge(self.report.arms, comparisons, self.config.thresholds)
+        judged = judge(self.report.arms, self._comparisons(), self.config.thresholds)
         return judged.findings, judged.judged
+
+    def _comparisons(self) -> list[ArmComparison]:
+        """Every arm after the first against the baseline (none without one)."""
+        base = self.baseline()
+        return [compare(a, base) for a in self.report.arms[1:]] if base else []
 
     def baseline(self) -> ArmResult | None:
         first = self.report.arms[0] if self.report.arms else None
