@@ -108,9 +108,16 @@ def _form(report: Report) -> tuple[object, ...]:
     return (arms, shapes, [c.arm for c in report.comparisons], report.envelope is None)
 
 
+# A server that exits mid-arm drops the requests it holds (disconnected) and refuses the ones
+# that come after (connect_error): where the line falls depends on how far each client process
+# got, so both read as the server gone.
+_GONE = {"disconnected": "server gone", "connect_error": "server gone"}
+
+
 def _outcome(report: Report) -> tuple[object, ...]:
     errored = [
-        (arm.spec.name, sorted({s.error.kind.value for s in arm.sessions if s.error}))
+        (arm.spec.name,
+         sorted({_GONE.get(s.error.kind.value, s.error.kind.value) for s in arm.sessions if s.error}))
         for arm in report.arms
     ]
     sessions = [

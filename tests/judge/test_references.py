@@ -12,7 +12,7 @@ from batchprobe.judge.references import (
     wanted,
 )
 from batchprobe.probe.metrics import arm_metrics
-from batchprobe.probe.references import reference_plans
+from batchprobe.probe.references import ReferenceRounds, reference_plans
 from batchprobe.results.findings import FindingKind
 from batchprobe.results.models import ArmResult, ArmSpec, SessionResult
 from batchprobe.results.shapes import SelfCheck, Situation
@@ -115,3 +115,11 @@ def test_a_later_turn_is_sent_alone_behind_its_earlier_turns() -> None:
     plan = ShapePlan("conversation", [item(1, None), item(2, 1), item(3, 2), item(9, None)], [])
     (subset,) = reference_plans([plan], {3})
     assert [i.session for i in subset.items] == [1, 2, 3]
+    # The tally the verdict states (``references_asked``) counts the earlier turns sent along:
+    # the third turn answered wrong brings the two before it.
+    step = ArmResult(spec=ArmSpec(name="sweep@4", concurrency=4, role="step"),
+                     sessions=[_answer("sweep@4", s, ok=s != 3, workload="recall",
+                                       shape="conversation") for s in (1, 2, 3, 9)])
+    rounds = ReferenceRounds([plan], [step], slack=0, seed=0)
+    sent = [i.session for p in rounds.next(0) for i in p.items]
+    assert {1, 2, 3} <= set(sent) and rounds.asked == set(sent)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -72,9 +73,10 @@ async def write_stream(
     try:
         await response.prepare(request)
         if await _emit(response, plan):
+            corked = plan.close_after and _cork(request.transport)
             await response.write_eof()
             if plan.close_after and request.transport is not None:
-                _close_unannounced(request.transport)
+                _close_unannounced(request.transport, corked)
         elif request.transport is not None:
             # truncated_stream: drop the connection mid-reply, no terminating chunk.
             request.transport.close()
@@ -83,11 +85,27 @@ async def write_stream(
     return response
 
 
-def _close_unannounced(transport: asyncio.BaseTransport) -> None:
+def _cork(transport: asyncio.BaseTransport | None) -> bool:
+    """Hold the reply's last bytes back (TCP_CORK, Linux) so that the FIN leaves with them."""
+    sock = None if transport is None else transport.get_extra_info("socket")
+    if sock is None or not hasattr(socket, "TCP_CORK"):
+        return False
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+    return True
+
+
+def _close_unannounced(transport: asyncio.BaseTransport, corked: bool) -> None:
     """Close as llama-server does after a stream: at once, with no header to say so, and
-    without reading the next request (left unread, it makes the close a reset)."""
+    without reading the next request (left unread, it makes the close a reset).
+
+    llama-server's FIN follows its last bytes at once. Here the corked last bytes and the FIN
+    leave together, so no client reads the reply's end before the close: one that could would
+    race it, its next request and the FIN crossing now and then on a loaded machine.
+    """
     if isinstance(transport, asyncio.ReadTransport):
         transport.pause_reading()
+    if corked and isinstance(transport, asyncio.WriteTransport) and transport.can_write_eof():
+        transport.write_eof()  # shutdown(SHUT_WR): the FIN, which flushes the corked bytes
     asyncio.get_running_loop().call_soon(transport.close)
 
 

@@ -54,8 +54,7 @@ class ReferenceRounds:
     def next(self, index: int) -> list[ShapePlan]:
         if self.every:
             fresh = {i.session for p in self.plans for i in p.items} if index == 0 else set()
-            self.asked |= fresh
-            return reference_plans(self.plans, fresh)
+            return self._send(fresh)
         answers = [s for a in self.arms if a.spec.role == "step" for s in a.sessions]
         refs = references(self.arms)
         want: Wanted
@@ -67,6 +66,10 @@ class ReferenceRounds:
             self.skipped = sum(len(s) for s in want.skipped.values())
         else:
             return []
-        fresh = want.sessions - self.asked
-        self.asked |= fresh
-        return reference_plans(self.plans, fresh)
+        return self._send(want.sessions - self.asked)
+
+    def _send(self, sessions: set[int]) -> list[ShapePlan]:
+        """The plans for ``sessions``, tallied with the earlier turns they bring along."""
+        plans = reference_plans(self.plans, sessions)
+        self.asked |= {i.session for p in plans for i in p.items}
+        return plans
