@@ -39,9 +39,9 @@ class RunConfig(_Model):
         default=8, ge=1, le=1024, description="Concurrent sessions (and items per workload)."
     )
     haystack_tokens: int = Field(
-        default=1200, ge=64, le=200_000, description="Recall prompt length target, in tokens."
+        default=1000, ge=64, le=200_000, description="Recall prompt length target, in tokens."
     )
-    max_tokens: int = Field(default=128, ge=8, le=4096, description="Decode workload output length.")
+    max_tokens: int = Field(default=96, ge=8, le=4096, description="Decode workload output length.")
     recall_max_tokens: int = Field(default=16, ge=1, le=512)
     prompt_style: PromptStyle = "completion"
     workloads: list[Workload] = Field(default_factory=lambda: list(_ALL_WORKLOADS), min_length=1)
