@@ -27,9 +27,16 @@ def _request(index: int, api: Api = "completions", logprobs: int | None = None) 
 
 
 async def _send(url: str, requests: list[CompletionRequest]) -> list[RequestRecord]:
+    """The first request, then the others once its first chunk came back: the first one
+    arrives alone and every other one while it decodes, however loaded the machine."""
     async with OpenAIClient(url) as client:
         client.model = "fake-model"
-        return list(await asyncio.gather(*(client.complete(r) for r in requests)))
+        streaming = asyncio.Event()
+        first = asyncio.ensure_future(client.complete(requests[0], lambda _: streaming.set()))
+        if len(requests) > 1:
+            await streaming.wait()
+        rest = await asyncio.gather(*(client.complete(r) for r in requests[1:]))
+        return [await first, *rest]
 
 
 def _alone_and_together(
@@ -37,7 +44,8 @@ def _alone_and_together(
 ) -> tuple[list[RequestRecord], list[RequestRecord]]:
     """Requests 0..together-1 one at a time, then all at once: the fault hits those that
     arrive while another is in flight (all but the first)."""
-    config = FakeServerConfig(ttft_ms=20.0, itl_ms=2.0, fault_when="above", **fake)
+    # 24 tokens 10 ms apart: the first request still decodes when the others arrive.
+    config = FakeServerConfig(ttft_ms=20.0, itl_ms=10.0, fault_when="above", **fake)
     requests = [_request(i, api, logprobs) for i in range(together)]
     with FakeServerThread(config) as server:
         alone = [run(_send(server.base_url, [r]))[0] for r in requests]

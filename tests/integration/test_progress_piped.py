@@ -98,7 +98,7 @@ def test_piped_progress_prints_each_step_before_the_next_one_ends(tmp_path: Path
         assert found, f"no progress line {head!r} in {text}"
         at[arm.spec.name] = found[0]
     assert any("bisection starts" in line for line in text), text
-    assert "] plan: " in text[0] and any("] estimate: about " in line for line in text), text
+    assert "] plan: " in text[0] and any("] estimate: at most about " in line for line in text), text
     env = report.envelope
     assert env is not None and env.first_failing_n == 4, text
     # The log ends with the final pass's marks: every step, ✓ or ✗ as the envelope says.
@@ -198,6 +198,24 @@ def test_the_plan_and_an_estimate_from_the_first_step_s_rate() -> None:
     assert "estimate: about 0:45 left for 90 more requests" in lines[-1], lines
     listener.arm_finished(_step_arm(2, 4), [], 0)
     assert sum("estimate" in line for line in lines) == 1
+
+
+def test_the_estimate_prices_the_plan_s_tokens_at_the_first_step_s_serial_rates() -> None:
+    listener, clock, lines = _plain()
+    listener.plan_ready(PlanSummary(requests=100, prompt_tokens=5000, decode_tokens=2400))
+    arm = _step_arm(1, 2)
+    # Each: 200 prompt tokens in 0.5 s to the first token, then 10 more tokens in 1 s.
+    arm.sessions = [s.model_copy(update={"prompt_tokens": 200, "completion_tokens": 11,
+                                         "first_token_s": 0.5, "last_token_s": 1.5})
+                    for s in arm.sessions]
+    listener.arm_started(arm, 2)
+    for s in arm.sessions:
+        listener.session_done(arm, s)
+    clock.now += 3.0
+    listener.arm_finished(arm, [], 0)
+    # 4600 prompt tokens at 400/s and 2378 decode tokens at 10/s: 11.5 s + 237.8 s.
+    assert ("estimate: at most about 4:09 left for 98 more requests (their tokens at the first "
+            "arm's one-at-a-time 400 prompt and 10.0 decode tokens/s") in lines[-1], lines
 
 
 def test_an_answer_awaiting_its_reference_is_not_called_wrong() -> None:

@@ -58,6 +58,7 @@ def test_a_fault_above_k_in_flight_is_pinned_to_k_plus_one(tmp_path: Path, k: in
     assert report.verdict.outcome is Outcome.FAIL and report.verdict.correct is False
 
 
+@pytest.mark.serial  # its speedups compare steps with a baseline sent a minute later
 def test_a_serial_server_gives_a_flat_envelope_and_is_not_parallel(tmp_path: Path) -> None:
     report = sweep(tmp_path, {"batching": "serial"}, sweep="1,2,4,8")
     env = report.envelope

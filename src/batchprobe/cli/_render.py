@@ -121,6 +121,23 @@ def _clock_text(seconds: float) -> str:
     return f"{whole // 60}:{whole % 60:02d}"
 
 
+def _serial_rates(arm: ArmResult) -> tuple[float, float] | None:
+    """An arm's prefill and decode rates in tokens/s, from requests sent one at a time: the
+    prompt over the time to the first token, the tokens after it over the time after it."""
+    prefill_s = decode_s = 0.0
+    prompt = decoded = 0
+    for s in arm.sessions:
+        if s.prompt_tokens and s.completion_tokens and s.first_token_s is not None \
+                and s.last_token_s is not None:
+            prefill_s += s.first_token_s - s.start_s
+            decode_s += s.last_token_s - s.first_token_s
+            prompt += s.prompt_tokens
+            decoded += s.completion_tokens - 1
+    if prefill_s <= 0 or decode_s <= 0 or decoded <= 0:
+        return None
+    return prompt / prefill_s, decoded / decode_s
+
+
 class _Plan:
     """What the listeners share: the plan, the requests done, the phase, the clock."""
 
@@ -137,6 +154,7 @@ class _Plan:
         self.bisecting = False
         self.first: tuple[str, float, int] | None = None  # the first arm: name, start, done
         self.estimated = False
+        self.tokens = (0, 0)  # the plan's prompt tokens and most decode tokens
 
     def expect(self, config: RunConfig) -> None:
         self.depths = set(config.sweep or [])
@@ -152,6 +170,8 @@ class _Plan:
     def planned(self, summary: PlanSummary) -> str:
         """The plan's line, its requests counted."""
         self.requests += summary.requests
+        self.tokens = (self.tokens[0] + summary.prompt_tokens,
+                       self.tokens[1] + summary.decode_tokens)
         return plan_line(summary)
 
     def entered(self, name: str, requests: int) -> str:
@@ -167,7 +187,9 @@ class _Plan:
             self.first = (arm.spec.name, self.clock(), self.done)
 
     def estimate(self, arm: ArmResult) -> str | None:
-        """Once, as the first arm ends: the time left at its rate of requests."""
+        """Once, as the first arm ends: the time left for the rest of the plan's tokens at
+        its one-at-a-time prefill and decode rates (batching only takes less), or at its rate
+        of requests where it ran several at once or its tokens were not counted."""
         if self.estimated or self.first is None or self.first[0] != arm.spec.name:
             return None
         self.estimated = True
@@ -176,9 +198,18 @@ class _Plan:
         left = self.requests - self.done
         if spent <= 0 or ran <= 0 or left <= 0:
             return None
-        rate = ran / spent
-        return (f"estimate: about {_clock_text(left / rate)} left for {left} more requests "
-                f"(at the first arm's {rate:.1f} requests/s; the references come after)")
+        rates = _serial_rates(arm) if arm.spec.concurrency == 1 else None
+        if rates is None or not all(self.tokens):
+            rate = ran / spent
+            return (f"estimate: about {_clock_text(left / rate)} left for {left} more requests "
+                    f"(at the first arm's {rate:.1f} requests/s; the references come after)")
+        prefill, decode = rates
+        prompt_left = max(self.tokens[0] - sum(s.prompt_tokens or 0 for s in arm.sessions), 0)
+        decode_left = max(self.tokens[1] - sum(s.completion_tokens or 0 for s in arm.sessions), 0)
+        seconds = prompt_left / prefill + decode_left / decode
+        return (f"estimate: at most about {_clock_text(seconds)} left for {left} more requests "
+                f"(their tokens at the first arm's one-at-a-time {prefill:.0f} prompt and "
+                f"{decode:.1f} decode tokens/s; batching takes less; the references come after)")
 
     def elapsed(self) -> str:
         return _clock_text(self.clock() - self.started)
