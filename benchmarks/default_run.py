@@ -32,6 +32,7 @@ from typing import Any
 from batchprobe.fake import FakeServerConfig, FakeServerThread
 from batchprobe.probe import PlanSummary, plan_run, run_plan
 from batchprobe.results import ArmResult, Report, SessionResult
+from batchprobe.results.findings import FindingKind
 
 
 @dataclass
@@ -82,6 +83,12 @@ class _Figures:
     baseline_decode: float | None
     speedup: float | None
     references: int
+    flips: int
+    """Answers that were wrong once, but right when replayed (soft)."""
+    greedy_differ: int
+    """Greedy answers that differ from the serial reference's (soft numerics)."""
+    not_judged: int
+    """Answers the judge could not call right or wrong (their references failed alone too)."""
 
 
 def _sessions(report: Report) -> Iterator[SessionResult]:
@@ -104,7 +111,14 @@ def _figures(report: Report, wall: float, phases: _Phases) -> _Figures:
         baseline_decode=base.decode_tokens_per_s if base else None,
         speedup=report.verdict.speedup,
         references=len(report.arms[0].sessions) if report.arms else 0,
+        flips=_count(report, FindingKind.FLIP),
+        greedy_differ=_count(report, FindingKind.GREEDY_DIVERGENCE),
+        not_judged=_count(report, FindingKind.NOT_JUDGED),
     )
+
+
+def _count(report: Report, kind: FindingKind) -> int:
+    return sum(len(f.sessions) for f in report.findings if f.kind is kind)
 
 
 @contextmanager
@@ -138,7 +152,8 @@ def _line(name: str, f: _Figures, ref: _Figures | None) -> str:
         f"  prompt tok {f.prompt_tokens}  completion tok {f.completion_tokens}"
         f"{ratio(f.completion_tokens, ref.completion_tokens if ref else 0)}\n"
         f"{'':>10}phases: {phases}; serial baseline decode "
-        f"{f.baseline_decode or 0:.1f} tok/s; speedup {f.speedup or 0:.2f}x"
+        f"{f.baseline_decode or 0:.1f} tok/s; speedup {f.speedup or 0:.2f}x; flips {f.flips}, "
+        f"greedy differing {f.greedy_differ}, not judged {f.not_judged}"
     )
 
 
