@@ -179,7 +179,11 @@ def test_client_outside_async_with_is_a_clear_error() -> None:
 
 
 def test_timeouts_validate() -> None:
-    assert Timeouts() == Timeouts(connect=10.0, read=120.0, total=900.0)
+    assert Timeouts() == Timeouts(connect=10.0, read=900.0, total=900.0)
+    # No shorter silence limit hides under the request's own: --request-timeout is the bound.
+    assert Timeouts(total=300.0).read == 300.0
+    assert Timeouts(read=5.0, total=300.0).read == 5.0
+    assert (Timeouts().floor_window, Timeouts().floor_bytes) == (60.0, 128)
     with pytest.raises(ValueError, match="read"):
         Timeouts(read=0)
     with pytest.raises(ValueError, match="extra"):

@@ -17,11 +17,15 @@ original, and turned into exit codes and one clear line at the CLI boundary only
     ├── ProbeInterrupted       SIGINT/SIGTERM during a run
     ├── ReportError            a verdict file that cannot be read (corrupt, truncated, newer)
     │   └── NotComparable          verdicts of different plans given to `compare`
+    ├── OutputError            a file batchprobe writes cannot be written (a verdict, a report,
+    │                          a comparison): names the path and the OS's reason
     └── BridgeError            the git-bus bridge
         └── ManifestError          a request manifest failed validation
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -39,6 +43,7 @@ __all__ = [
     "EngineUnreachable",
     "ManifestError",
     "NotComparable",
+    "OutputError",
     "ProbeInterrupted",
     "ReportError",
 ]
@@ -141,3 +146,19 @@ class NotComparable(ReportError):
     def __init__(self, message: str, *, fields: list[str]) -> None:
         self.fields = fields
         super().__init__(message)
+
+
+class OutputError(BatchprobeError):
+    """A file batchprobe writes (a verdict, a report, a comparison) cannot be written: a
+    missing or read-only folder, a full disk. ``path`` is the file, ``reason`` the OS's words
+    (``No space left on device``). Raised by the callers of the atomic write helper
+    (:mod:`batchprobe.files`), from the ``OSError``; the file's old content, if any, is whole."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"cannot write {path}: {reason}")
+
+    @classmethod
+    def from_os(cls, path: Path, exc: OSError) -> OutputError:
+        return cls(path, exc.strerror or str(exc) or type(exc).__name__)

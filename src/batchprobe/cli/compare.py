@@ -6,16 +6,16 @@ from pathlib import Path
 
 import click
 
-from batchprobe.cli.report import step_summary_path
+from batchprobe.cli.report import add_step_summary
 from batchprobe.report import (
     DEFAULT_MAX_THROUGHPUT_DROP,
-    append_step_summary,
     compare_reports,
     load_verdict,
     print_comparison,
     render_comparison_html,
     render_comparison_markdown,
     stdout_console,
+    write_output,
 )
 
 EXIT_OK, EXIT_REGRESSION = 0, 1
@@ -43,7 +43,8 @@ def compare(verdicts: tuple[Path, ...], gate: bool, max_throughput_drop: float,
     markdown is appended to it.
 
     Exit codes: 0 compared (no regression, or no --gate), 1 regression with --gate,
-    2 a file cannot be read or the runs are not comparable.
+    2 a file cannot be read or written, or the runs are not comparable (a bad
+    $GITHUB_STEP_SUMMARY is only a warning).
     """
     if len(verdicts) < 2:
         raise click.UsageError("VERDICTS: give at least two verdict files to compare")
@@ -54,13 +55,12 @@ def compare(verdicts: tuple[Path, ...], gate: bool, max_throughput_drop: float,
     # A ReportError is exit 2 and one line (cli/_boundary.py).
     comparison = compare_reports([load_verdict(p) for p in paths], paths,
                                  max_throughput_drop=max_throughput_drop, labels=list(labels))
+    # Written atomically; one that cannot be is an OutputError: exit 2 and one line.
     if html_path is not None:
-        html_path.write_text(render_comparison_html(comparison), encoding="utf-8")
+        write_output(html_path, render_comparison_html(comparison))
     markdown = render_comparison_markdown(comparison)
     if md_path is not None:
-        md_path.write_text(markdown, encoding="utf-8")
-    summary = step_summary_path()
-    if summary is not None:
-        append_step_summary(markdown, summary)
+        write_output(md_path, markdown)
+    add_step_summary("compare", lambda: markdown)
     print_comparison(stdout_console(), comparison)
     raise SystemExit(EXIT_REGRESSION if gate and comparison.regressions else EXIT_OK)

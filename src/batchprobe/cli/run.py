@@ -19,17 +19,18 @@ from rich.markup import escape
 from batchprobe.cli._boundary import EXIT_OTHER, set_exit_code
 from batchprobe.cli._options import model_option
 from batchprobe.cli._render import PROGRESS_MODES, progress_listener
-from batchprobe.cli.report import step_summary_path
+from batchprobe.cli.report import add_step_summary
+from batchprobe.errors import OutputError
 from batchprobe.probe import plan_run, run_plan
 from batchprobe.probe.interrupts import INTERRUPT_SIGNALS
 from batchprobe.report import (
     Renderer,
-    append_step_summary,
+    beside,
     parse_formats,
     print_summary,
     render_markdown,
     stdout_console,
-    write_beside,
+    write_rendered,
 )
 from batchprobe.report._error import run_error
 from batchprobe.results.models import Outcome, Report, RunConfig
@@ -89,6 +90,9 @@ PROBE_OPTIONS = [
     _run_option("request_seed", "--request-seed"),
     _run_option("references", "--references"),
     _run_option("min_speedup", "--min-speedup"),
+    _run_option("pairs", "--pairs"),
+    _run_option("max_pairs", "--max-pairs"),
+    _run_option("pair_window_tokens", "--pair-window-tokens"),
     _run_option("recall_floor", "--recall-floor"),
     _run_option("strict_greedy", "--strict-greedy"),
     _run_option("logprobs", "--logprobs",
@@ -138,7 +142,8 @@ def run(**options: Any) -> None:
     With no --base-url and no --engine it probes llama.cpp serving gemma3-270m, building
     llama-server first when it is missing.
 
-    Exit codes: 0 PASS, 1 FAIL, 2 INCONCLUSIVE, the run could not finish, or a usage error.
+    Exit codes: 0 PASS, 1 FAIL, 2 INCONCLUSIVE, the run could not finish, a usage error, or
+    a file asked for cannot be written (a bad $GITHUB_STEP_SUMMARY is only a warning).
     """
     err = Console(stderr=True)
     formats = options.pop("report_formats")
@@ -164,9 +169,24 @@ def run(**options: Any) -> None:
     set_exit_code(code)
     out = stdout_console()
     print_summary(out, report, str(plan.output))
-    for path in write_beside(report, renderers, plan.output):
-        out.print(f"report written to {escape(str(path))}")
-    summary = step_summary_path()
-    if summary is not None:
-        append_step_summary(render_markdown(report), summary)
+    failed = _write_reports(out, report, renderers, plan.output)
+    add_step_summary("run", lambda: render_markdown(report))
+    if failed is not None:
+        # The verdict file holds the results; a report that cannot be written is exit 2.
+        raise failed
     raise SystemExit(code)
+
+
+def _write_reports(
+    out: Console, report: Report, renderers: list[Renderer], verdict: Path
+) -> OutputError | None:
+    """Write each report beside the verdict, every one tried; the first that failed."""
+    failed: OutputError | None = None
+    for renderer in renderers:
+        try:
+            path = write_rendered(report, renderer, beside(verdict, renderer))
+        except OutputError as exc:
+            failed = failed or exc
+            continue
+        out.print(f"report written to {escape(str(path))}")
+    return failed

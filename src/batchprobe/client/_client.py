@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from time import perf_counter
 from types import TracebackType
@@ -255,7 +256,7 @@ class OpenAIClient:
             "POST", self._urls[req.api], data=body, headers=headers, reconnects=reconnects
         )
         async with resp:
-            await _read_reply(resp, parser, self.limits.max_body_bytes, on_progress)
+            await _read_reply(resp, parser, self.limits.max_body_bytes, self.timeouts, on_progress)
 
     async def _send(
         self, method: str, url: URL, *, data: bytes | None, headers: dict[str, str],
@@ -295,6 +296,7 @@ async def _read_reply(
     resp: aiohttp.ClientResponse,
     parser: ReplyParser,
     max_body: int,
+    timeouts: Timeouts,
     on_progress: Callable[[int], None] | None = None,
 ) -> None:
     if resp.status >= 300:
@@ -302,7 +304,7 @@ async def _read_reply(
     first = await resp.content.readany()
     kind = _reply_kind(resp.content_type, first)
     if kind == "sse":
-        await _read_stream(resp.content, parser, first, on_progress)
+        await _read_stream(resp.content, parser, first, timeouts, on_progress)
         return
     body = await _read_body(resp, max_body, first)
     if kind == "json":
@@ -320,18 +322,71 @@ async def _read_stream(
     content: aiohttp.StreamReader,
     parser: ReplyParser,
     first: bytes,
+    timeouts: Timeouts,
     on_progress: Callable[[int], None] | None = None,
 ) -> None:
     # The hot loop: one timestamp per network read, shared by every event in it.
     feed = parser.feed
     pieces = parser.pieces
     data = first
+    # Until the first token: no floor (the server may prefill or queue, or send keep-alives).
     while data:
         if feed(data, perf_counter()):
             return
         if on_progress is not None:
             on_progress(len(pieces))
+        if pieces:
+            break
         data = await content.readany()
+    if not data:
+        return
+    floor = RateFloor(content, timeouts.floor_window, timeouts.floor_bytes)
+    try:
+        while data := await content.readany():
+            floor.received += len(data)
+            if feed(data, perf_counter()):
+                return
+            if on_progress is not None:
+                on_progress(len(pieces))
+    finally:
+        floor.stop()
+
+
+class RateFloor:
+    """The byte-rate floor of a stream that has begun (``Timeouts.floor_*``): every
+    ``window`` seconds the stream must have delivered ``min_bytes`` more, else its reading
+    fails with a ``read_timeout`` fault. One timer per window, not one per read: the reading
+    loop only adds to ``received``."""
+
+    __slots__ = ("_checked", "_content", "_handle", "_loop", "_min_bytes", "_window", "received")
+
+    def __init__(self, content: aiohttp.StreamReader, window: float, min_bytes: int) -> None:
+        self._content = content
+        self._window = window
+        self._min_bytes = min_bytes
+        self.received = 0
+        self._checked = 0
+        self._loop = asyncio.get_running_loop()
+        self._handle: asyncio.TimerHandle | None = self._loop.call_later(window, self._check)
+
+    def _check(self) -> None:
+        if self.received - self._checked < self._min_bytes:
+            self._handle = None
+            self._content.set_exception(Fault(
+                ErrorKind.READ_TIMEOUT,
+                f"streaming stalled: {self.received - self._checked} bytes in the last "
+                f"{self._window:g} s after the first token, under the floor of "
+                f"{self._min_bytes} bytes per {self._window:g} s (a dripping or stalled "
+                "stream)",
+            ))
+            return
+        self._checked = self.received
+        self._handle = self._loop.call_later(self._window, self._check)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
 
 
 async def _read_body(resp: aiohttp.ClientResponse, limit: int, first: bytes = b"") -> bytes:

@@ -8,6 +8,7 @@ from batchprobe.report._registry import (
     builtin_renderers,
     parse_formats,
     write_beside,
+    write_output,
     write_rendered,
 )
 from batchprobe.report.compare import (
@@ -59,5 +60,6 @@ __all__ = [
     "stdout_console",
     "summary_table",
     "write_beside",
+    "write_output",
     "write_rendered",
 ]

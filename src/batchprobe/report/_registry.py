@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Protocol
 
-from batchprobe.errors import ConfigError
+from batchprobe.errors import ConfigError, OutputError
+from batchprobe.files import write_atomic
 from batchprobe.results.models import Report
 
 BUILTIN_MODULES = (
@@ -65,12 +66,34 @@ def beside(verdict: Path, renderer: Renderer) -> Path:
     return verdict.with_name(verdict.stem + renderer.suffix)
 
 
-def write_rendered(report: Report, renderer: Renderer, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(renderer.render(report), encoding="utf-8")
+def write_output(path: Path, text: str) -> Path:
+    """Write one output file (a report, a comparison) atomically, in a folder that exists: a
+    reader sees the old file or the new one, never half of one. :class:`OutputError` naming
+    the path and the reason when it cannot be written (the old file, if any, stays whole)."""
+    try:
+        write_atomic(path, text, make_parents=False)
+    except OSError as exc:
+        raise OutputError.from_os(path, exc) from exc
     return path
 
 
+def write_rendered(report: Report, renderer: Renderer, path: Path) -> Path:
+    return write_output(path, renderer.render(report))
+
+
 def write_beside(report: Report, renderers: Iterable[Renderer], verdict: Path) -> list[Path]:
-    """Write each format next to the verdict file; the paths written."""
-    return [write_rendered(report, r, beside(verdict, r)) for r in renderers]
+    """Write each format next to the verdict file; the paths written. Every format is tried:
+    one that cannot be written does not stop the others, and the first failure is raised
+    (:class:`OutputError`) once all were tried."""
+    written: list[Path] = []
+    failed: list[OutputError] = []
+    for renderer in renderers:
+        try:
+            written.append(write_rendered(report, renderer, beside(verdict, renderer)))
+        except OutputError as exc:
+            failed.append(exc)
+    if failed:
+        first = failed[0]
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        raise OutputError(first.path, first.reason + more) from first
+    return written

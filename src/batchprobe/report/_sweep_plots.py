@@ -175,7 +175,11 @@ def overlay_figure(curves: list[Curve]) -> Figure | None:
     ax.set_xlabel("N: requests in flight (log2)", fontsize=_TEXT)
     ax.set_ylabel("agg decode tok/s", fontsize=_TEXT)
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=_TEXT, loc="upper left", framealpha=0.85)
+    legend = ax.legend(fontsize=_TEXT, loc="upper left", framealpha=0.85)
+    for text in legend.get_texts():
+        # The labels are the user's (--label, file stems): literal text, never mathtext, so
+        # a "$x$" shows as typed instead of failing to parse.
+        text.set_parse_math(False)
     failing = [f"{c.label} from N={c.first_failing_n}" for c in curves if c.first_failing_n]
     where = ("Hatched, in the run's colour: where it answered wrong (" + "; ".join(failing)
              + "); hollow red-edged points are wrong steps.") if failing else (

@@ -28,6 +28,12 @@ def _schema_problem(found: object) -> str | None:
     return None
 
 
+def _too_deep(path: Path) -> str:
+    # A verdict nests a few levels; thousands of '[' or '{' are not one, whatever follows.
+    return (f"{path}: not a valid verdict file: its JSON is nested too deeply to read "
+            "(a verdict nests only a few levels)")
+
+
 def load_verdict(path: Path) -> Report:
     """The verdict at ``path``; :class:`ReportError` naming the file and what is wrong with it."""
     try:
@@ -36,6 +42,8 @@ def load_verdict(path: Path) -> Report:
         raise ReportError(f"{path}: cannot read the verdict file ({exc})") from exc
     try:
         data = json.loads(text)
+    except RecursionError as exc:
+        raise ReportError(_too_deep(path)) from exc
     except json.JSONDecodeError as exc:
         hint = "truncated" if exc.pos >= len(text.rstrip()) else "corrupt"
         raise ReportError(
@@ -49,6 +57,8 @@ def load_verdict(path: Path) -> Report:
         raise ReportError(f"{path}: {problem}")
     try:
         return Report.model_validate(data)
+    except RecursionError as exc:
+        raise ReportError(_too_deep(path)) from exc
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from batchprobe.errors import OutputError
 from batchprobe.files import write_atomic
 from batchprobe.results.models import Report
 
 
 def write_report(report: Report, path: Path) -> None:
-    """Write ``report`` to ``path`` via a temporary file in the same folder and a rename."""
-    write_atomic(path, report.model_dump_json(indent=2))
+    """Write ``report`` to ``path`` via a temporary file in the same folder and a rename;
+    :class:`OutputError` naming the path and the reason when it cannot (the file already
+    there, if any, stays whole)."""
+    try:
+        write_atomic(path, report.model_dump_json(indent=2))
+    except OSError as exc:
+        raise OutputError.from_os(path, exc) from exc
 
 
 def read_report(path: Path) -> Report:
