@@ -37,7 +37,9 @@ def test_a_50_mb_event_is_rejected_after_the_cap_with_bounded_memory() -> None:
 def test_a_long_line_in_small_reads_is_joined_once_linear_time() -> None:
     # 20 MB in 4 KiB reads: rebuilding the buffer per read copies ~50 GB (minutes);
     # joining the fragments once is milliseconds.
-    parser = _parser(Limits(max_line_bytes=64 << 20))
+    parser = _parser(
+        Limits(max_line_bytes=64 << 20, max_body_bytes=64 << 20, chars_per_token=1 << 30)
+    )
     head = b'data: {"choices":[{"index":0,"text":"'
     started = time.perf_counter()
     parser.feed(head, 0.0)

@@ -70,7 +70,9 @@ def test_markdown_parses_and_carries_the_verdict(which: str, request: pytest.Fix
     assert rows == 1 + len(report.arms)
     heading = tokens[kinds.index("heading_open") + 1].content
     assert report.verdict.outcome.value in heading
-    items = [tokens[i + 2].content for i, t in enumerate(tokens) if t.type == "list_item_open"]
+    # Each item as read (its escapes undone): the reason as the verdict has it.
+    items = ["".join(child.content for child in tokens[i + 2].children or ())
+             for i, t in enumerate(tokens) if t.type == "list_item_open"]
     # Every reason is a list item, in the verdict's order (after the failing lines, if any).
     start = items.index(report.verdict.reasons[0])
     assert items[start : start + len(report.verdict.reasons)] == report.verdict.reasons

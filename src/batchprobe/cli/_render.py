@@ -29,7 +29,6 @@ from types import TracebackType
 from typing import Literal
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -41,9 +40,11 @@ from rich.progress import (
 )
 from typing_extensions import Self
 
+from batchprobe._safe import console_text
 from batchprobe.cli._plan import RunPlan
 from batchprobe.judge.checks import arm_correct, run_checks
 from batchprobe.probe.run import PlanSummary
+from batchprobe.report.console import escape
 from batchprobe.results.findings import Finding
 from batchprobe.results.models import ArmResult, Report, RunConfig, SessionResult
 
@@ -165,7 +166,8 @@ class PlainListener:
     def _line(self, text: str) -> None:
         with self._lock:
             self._last = self.plan.clock()
-            self._write(f"[{self.plan.elapsed()}] {text}")
+            # A line may quote a server's error: shown, never acted on by the terminal.
+            self._write(f"[{self.plan.elapsed()}] {console_text(text)}")
 
     def tick(self) -> None:
         """The heartbeat: a line when nothing was said for ``heartbeat_s``."""

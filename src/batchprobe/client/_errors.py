@@ -11,6 +11,7 @@ import asyncio
 
 import aiohttp
 
+from batchprobe._safe import no_surrogates
 from batchprobe.client.timeouts import Timeouts
 from batchprobe.client.types import ErrorKind, RequestError
 
@@ -37,12 +38,15 @@ class Fault(Exception):
 
 
 def excerpt(data: bytes | str, limit: int = BODY_EXCERPT_CHARS) -> str:
+    """The head of a reply as text: invalid UTF-8 and lone surrogates become U+FFFD."""
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    return text[:limit]
+    return no_surrogates(text[:limit])
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())[:BODY_EXCERPT_CHARS]
+    # A message may quote a header value or reason phrase, which aiohttp decodes with
+    # surrogateescape: no lone surrogate reaches the verdict (no UTF-8 file can hold one).
+    return no_surrogates(" ".join(text.split())[:BODY_EXCERPT_CHARS])
 
 
 def classify(exc: BaseException, timeouts: Timeouts) -> RequestError:
@@ -52,7 +56,7 @@ def classify(exc: BaseException, timeouts: Timeouts) -> RequestError:
             kind=exc.kind,
             message=_one_line(str(exc)),
             http_status=exc.http_status,
-            body_excerpt=exc.body_excerpt,
+            body_excerpt=None if exc.body_excerpt is None else no_surrogates(exc.body_excerpt),
         )
     kind, message = _kind_of(exc, timeouts)
     detail = _one_line(str(exc)) or type(exc).__name__

@@ -5,13 +5,18 @@ so :meth:`ReplyParser.feed` does one split per network read, one JSON parse per 
 and two list appends per content-bearing event; everything else waits for the end.
 
 Every reply is bounded (:class:`~batchprobe.client.limits.Limits`): a line or event longer
-than ``max_line_bytes`` is a malformed stream, found in time linear in its size (a line's
-fragments are joined once, when it ends or grows too long); more content events than
-``max_tokens`` allows is ``exceeded_max_tokens``. Either stops the reading.
+than ``max_line_bytes``, or a stream longer than ``max_body_bytes``, is a malformed stream
+(oversized), found in time linear in its size (a line's fragments are joined once, when it
+ends or grows too long); more content events, or more text, than ``max_tokens`` allows is
+``exceeded_max_tokens``. Either stops the reading, and a record keeps no more text than
+``max_tokens`` allows. Text is kept as sent, except that an event holding a lone surrogate
+(the escape ``\ud800`` or the bytes ED A0 80) or invalid UTF-8 is not JSON the client reads:
+a malformed stream.
 """
 
 from __future__ import annotations
 
+import re
 from itertools import accumulate
 from typing import Any
 
@@ -29,6 +34,15 @@ from batchprobe.client.types import (
 
 _DONE = b"[DONE]"
 DEFAULT_LIMITS = Limits()
+# A finish_reason is a word ("stop", "length"); a longer one is kept cut to this.
+_FINISH_CHARS = 64
+# Alternatives kept per token: top-k asks for a handful.
+_MAX_ALTERNATIVES = 20
+_POSITION = re.compile(r":? line \d+ column \d+.*$")
+
+
+def _cut(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[:chars]
 
 
 def _oversized(what: str, limit: int) -> Fault:
@@ -41,6 +55,10 @@ class ReplyParser:
     __slots__ = (
         "_buf",
         "_buf_len",
+        "_byte_cap",
+        "_bytes",
+        "_char_cap",
+        "_chars",
         "_chat",
         "_line_cap",
         "_max_events",
@@ -73,6 +91,10 @@ class ReplyParser:
         self._buf: list[bytes] = []
         self._buf_len = 0
         self._line_cap = limits.max_line_bytes
+        self._byte_cap = limits.max_body_bytes
+        self._bytes = 0
+        self._char_cap = limits.max_text_chars(max_tokens)
+        self._chars = 0
         self._max_tokens = max_tokens
         self._max_events = limits.max_content_events(max_tokens)
         # Data lines of an event that did not parse alone (SSE allows multi-line data).
@@ -89,6 +111,13 @@ class ReplyParser:
 
     def feed(self, data: bytes, now: float) -> bool:
         """Parse the SSE bytes of one network read, all stamped ``now``; True after [DONE]."""
+        self._bytes += len(data)
+        if self._bytes > self._byte_cap:
+            raise Fault(
+                ErrorKind.MALFORMED_STREAM,
+                f"the stream is longer than {self._byte_cap} bytes (oversized); "
+                "not read further",
+            )
         if b"\n" not in data:
             self._hold(data)
             return False
@@ -187,12 +216,15 @@ class ReplyParser:
                 raise TypeError("text is not a string")
             self.token_times.append(now)
             self.pieces.append(text)
+            self._chars += len(text)
             if len(self.pieces) > self._max_events:
-                raise self._exceeded(f"{len(self.pieces)} content events")
+                raise self._exceeded(f"{len(self.pieces)} content events", self._max_events)
+            if self._chars > self._char_cap:
+                raise self._exceeded(f"{self._chars} characters of text", self._char_cap)
         elif delta is None and finish is None:
             raise KeyError("choice has no text and no finish_reason")
         if finish is not None:
-            self.finish_reason = str(finish)
+            self.finish_reason = _cut(str(finish), _FINISH_CHARS)
         if self.logprobs is not None:
             block = choice.get("logprobs")
             if block:
@@ -212,8 +244,10 @@ class ReplyParser:
             values = block.get("token_logprobs") or []
             tops = [_map_pairs(top) for top in block.get("top_logprobs") or ()]
         chosen.extend(float(v) for v in values if _is_number(v))
+        if len(chosen) > self._max_events:
+            raise self._exceeded(f"{len(chosen)} token logprobs", self._max_events)
         if self.tops is not None:
-            self.tops.extend(_token_choices(tokens, values, tops))
+            self.tops.extend(_token_choices(tokens, values, tops, self._char_cap))
 
     def _no_choices(self, event: Any, raw: bytes) -> None:
         error = event.get("error")
@@ -228,10 +262,10 @@ class ReplyParser:
             )
         raise KeyError("event has neither choices nor usage")
 
-    def _exceeded(self, seen: str) -> Fault:
+    def _exceeded(self, seen: str, tolerated: int) -> Fault:
         return Fault(
             ErrorKind.EXCEEDED_MAX_TOKENS,
-            f"{seen} for max_tokens {self._max_tokens} (tolerated: {self._max_events}); "
+            f"{seen} for max_tokens {self._max_tokens} (tolerated: {tolerated}); "
             "the reply was not read further",
             body_excerpt=excerpt(self.text()) or None,
         )
@@ -241,9 +275,7 @@ class ReplyParser:
         usage = self.usage if isinstance(self.usage, dict) else {}
         reported = _int_or_none(usage.get("completion_tokens"))
         if reported is not None and reported > self._max_events:
-            raise self._exceeded(f"usage.completion_tokens {reported}")
-        if self.logprobs is not None and len(self.logprobs) > self._max_events:
-            raise self._exceeded(f"{len(self.logprobs)} token logprobs")
+            raise self._exceeded(f"usage.completion_tokens {reported}", self._max_events)
 
     def finish(self, now: float) -> None:
         """The reply ended (EOF or [DONE]): raise a ``Fault`` unless it is a complete answer."""
@@ -319,23 +351,30 @@ class ReplyParser:
     ) -> RequestRecord:
         usage = self.usage if isinstance(self.usage, dict) else {}
         details = usage.get("prompt_tokens_details")
+        # A reply stopped past its bounds keeps what max_tokens allows, and no more.
+        text = self.text()[: self._char_cap]
+        ends = [end for end in accumulate(len(piece) for piece in self.pieces)
+                if end <= self._char_cap]
+        if len(text) > (ends[-1] if ends else 0):
+            ends.append(len(text))
+        cap = self._max_events
         return RequestRecord(
             request_id=request_id,
             started_at=started_at,
             first_token_at=self.token_times[0] if self.token_times else None,
             finished_at=finished_at,
-            token_times=self.token_times,
+            token_times=self.token_times[: len(ends)],
             # The output is kept once: the text, and where each chunk of it ended.
-            text=self.text(),
-            chunk_ends=list(accumulate(len(piece) for piece in self.pieces)),
+            text=text,
+            chunk_ends=ends,
             completion_tokens=_int_or_none(usage.get("completion_tokens")),
             prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
             cached_tokens=_int_or_none(
                 details.get("cached_tokens") if isinstance(details, dict) else None
             ),
             finish_reason=self.finish_reason,
-            logprobs=self.logprobs,
-            top_logprobs=self.tops,
+            logprobs=None if self.logprobs is None else self.logprobs[:cap],
+            top_logprobs=None if self.tops is None else self.tops[:cap],
             streamed=self.streamed,
             error=error,
         )
@@ -356,22 +395,25 @@ def _map_pairs(top: Any) -> list[tuple[Any, Any]]:
 
 
 def _token_choices(
-    tokens: list[Any], values: list[Any], tops: list[list[tuple[Any, Any]]]
+    tokens: list[Any], values: list[Any], tops: list[list[tuple[Any, Any]]], chars: int
 ) -> list[TokenChoice]:
     """Each token with a string text and a numeric logprob, and its listed alternatives
-    (likeliest first)."""
+    (likeliest first, at most ``_MAX_ALTERNATIVES``); a token's text is kept up to ``chars``."""
     choices = []
     for index, (token, value) in enumerate(zip(tokens, values)):
         if not isinstance(token, str) or not _is_number(value):
             continue
         listed = tops[index] if index < len(tops) else []
         alternatives = [
-            TokenAlternative(token=str(t), logprob=float(lp))
+            TokenAlternative(token=_cut(str(t), chars), logprob=float(lp))
             for t, lp in listed
             if t is not None and _is_number(lp)
         ]
         alternatives.sort(key=lambda alt: -alt.logprob)
-        choices.append(TokenChoice(token=token, logprob=float(value), alternatives=alternatives))
+        choices.append(TokenChoice(
+            token=_cut(token, chars), logprob=float(value),
+            alternatives=alternatives[:_MAX_ALTERNATIVES],
+        ))
     return choices
 
 
@@ -383,9 +425,11 @@ def _json_or_fault(data: bytes, what: str) -> Any:
     """Parsed JSON, or the malformed-stream fault naming ``what`` was not JSON."""
     try:
         return loads(data)
-    except JSONDecodeError:
+    except JSONDecodeError as exc:
+        # orjson's message names a lone surrogate or invalid UTF-8 ("surrogates not allowed").
+        reason = _POSITION.sub("", str(exc))[:120]
         raise Fault(
             ErrorKind.MALFORMED_STREAM,
-            f"{what} is not JSON: {excerpt(data, 200)!r}",
+            f"{what} is not JSON ({reason}): {excerpt(data, 200)!r}",
             body_excerpt=excerpt(data),
         ) from None

@@ -7,9 +7,10 @@ import os
 from collections.abc import Sequence
 
 from rich.console import Console
-from rich.markup import escape
+from rich.markup import escape as _markup_escape
 from rich.table import Table
 
+from batchprobe._safe import console_text
 from batchprobe.report._cells import ARM_COLUMNS, arm_cells
 from batchprobe.report._envelope import CONSOLE_COLUMNS, console_cells, findings_mark
 from batchprobe.report._headline import answer, cards, failing_lines
@@ -17,6 +18,12 @@ from batchprobe.report.compare import RunsComparison
 from batchprobe.results.models import Outcome, Report
 
 _WIDTH = 160
+
+
+def escape(text: str) -> str:
+    """Text for rich markup that a terminal only shows: no markup, no control character
+    (``console_text``: a server's ESC c would reset the terminal)."""
+    return _markup_escape(console_text(text))
 
 
 def stdout_console() -> Console:
@@ -119,7 +126,7 @@ def comparison_table(comp: RunsComparison) -> Table:
     table = Table(title="batchprobe compare (deltas against the first run)")
     table.add_column("")
     for i, run in enumerate(comp.runs):
-        table.add_column(f"{chr(ord('A') + i)}: {run.label}", justify="right")
+        table.add_column(escape(f"{chr(ord('A') + i)}: {run.label}"), justify="right")
     for row in [*comp.envelope, *comp.per_n, *comp.facts]:
         style = "bold" if row.differs else None
         table.add_row(escape(row.label), *map(escape, row.values), style=style)

@@ -6,12 +6,16 @@ envelope). A FAIL always has a failing test case.
 
 A sweep adds one test case per step (``batchprobe.envelope.sweep@N``): it fails with the
 step's reasons when the step answered wrongly, and is skipped when it was not judged.
+
+Every text and attribute goes through :func:`~batchprobe._safe.xml_text` (``_Safe``): a model
+id or error message holding ESC or NUL would otherwise make XML that CI readers reject.
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from batchprobe._safe import xml_text
 from batchprobe.judge.checks import CheckStatus, run_checks
 from batchprobe.report._cells import headline, subject
 from batchprobe.report._error import run_error
@@ -35,6 +39,18 @@ def _step_case(suite: ET.Element, step: SweepStep) -> None:
         ET.SubElement(case, "system-out").text = (
             f"N={step.n} ({step.kind}): {step.requests} requests, {step.errors} errors, "
             f"answers correct{rate}")
+
+
+def _xml_safe(root: ET.Element) -> None:
+    """Every text, tail and attribute of the tree as XML 1.0 can hold it (one pass, so no
+    element added later can miss it)."""
+    for element in root.iter():
+        if element.text:
+            element.text = xml_text(element.text)
+        if element.tail:
+            element.tail = xml_text(element.tail)
+        for key, value in element.attrib.items():
+            element.attrib[key] = xml_text(value)
 
 
 def render_junit(report: Report) -> str:
@@ -74,6 +90,7 @@ def render_junit(report: Report) -> str:
     ET.SubElement(suite, "system-out").text = "\n".join(out)
     if traceback:
         ET.SubElement(suite, "system-err").text = traceback
+    _xml_safe(suites)
     ET.indent(suites)
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from batchprobe._safe import md_cell, md_code, md_fence
 from batchprobe.report._cells import ARM_COLUMNS, arm_cells, headline, subject
 from batchprobe.report._envelope import (
     PRIMARY_STEP_COLUMNS,
@@ -21,8 +22,8 @@ _ICON = {Outcome.PASS: "✅", Outcome.FAIL: "❌", Outcome.INCONCLUSIVE: "⚠️
 
 
 def _cell(text: str) -> str:
-    """A table cell: one line, pipes escaped."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """Inline text (a table cell, a list item): one line, no tag, link or code (``md_cell``)."""
+    return md_cell(text)
 
 
 def _table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:
@@ -34,8 +35,7 @@ def _table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> list[str]:
 
 
 def _code(text: str) -> list[str]:
-    fence = "````" if "```" in text else "```"
-    return [fence, text.rstrip("\n"), fence]
+    return md_fence(text)
 
 
 def _envelope(report: Report) -> list[str]:
@@ -71,7 +71,8 @@ def _answer_detail(report: Report) -> list[str]:
 def render_markdown(report: Report) -> str:
     v = report.verdict
     lines = [f"## {_ICON[v.outcome]} batchprobe: {v.outcome.value}. {_cell(answer(report))}", "",
-             f"`{_cell(subject(report))}` · run `{report.run_id}` · {headline(report)}", ""]
+             (f"{_cell(subject(report))} · run {md_code(report.run_id)} · "
+              f"{_cell(headline(report))}"), ""]
     lines += _answer_detail(report)
     lines += _envelope(report)
     if report.arms:
@@ -79,10 +80,10 @@ def render_markdown(report: Report) -> str:
     if report.diagnoses:
         lines += ["", "### Diagnoses"]
     for d in report.diagnoses:
-        extra = [f"fixed in {d.fixed_in}" if d.fixed_in else "",
-                 f"patch `--patch {d.patch}`" if d.patch else ""]
+        extra = [f"fixed in {_cell(d.fixed_in)}" if d.fixed_in else "",
+                 f"patch {md_code(f'--patch {d.patch}')}" if d.patch else ""]
         tail = "; ".join(e for e in extra if e)
-        lines += ["", f"**[{d.issue_id}] {_cell(d.title)}**" + (f" ({tail})" if tail else "")]
+        lines += ["", f"**{_cell(f'[{d.issue_id}] {d.title}')}**" + (f" ({tail})" if tail else "")]
         if d.remedy:
             lines += ["", f"Remedy: {_cell(d.remedy)}"]
         if d.evidence:
