@@ -11,10 +11,15 @@ By default against the managed llama.cpp + Gemma 3 270M (the README's first comm
 first use), or ``--fake`` against the healthy fake server. ``--repeat K`` runs the default
 plan K more times and prints the spread of the serial throughput baseline and the speedup.
 
-    python benchmarks/default_run.py [--fake] [--repeat 5] [--folder /tmp/bench]
+    python benchmarks/default_run.py [--fake] [--repeat 5] [--folder /tmp/bench] [--no-every]
 
-Targets (issue 23, 2-core machine, quiet, engine built): llama.cpp default run <= 5 min with
-<= 220 requests; the healthy fake's default plan <= 220 requests and PASS.
+Each run also prints what its throughput pairs took (seconds, as a share of the run) and their
+intervals, as the engine started and after the mixed waves; with --repeat, the spread of the
+paired medians across runs. ``--no-every`` skips the reference run (no ratios then).
+
+Targets (issues 23 and 28, 2-core machine, quiet, engine built): llama.cpp default run <= 5 min
+with the pairs counted; the healthy fake's default plan PASS; the paired medians across runs
+within 20% of each other.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 
 from batchprobe.fake import FakeServerConfig, FakeServerThread
 from batchprobe.probe import PlanSummary, plan_run, run_plan
+from batchprobe.report._envelope import interval_text
 from batchprobe.results import ArmResult, Report, SessionResult
 from batchprobe.results.findings import FindingKind
 
@@ -89,6 +95,11 @@ class _Figures:
     """Greedy answers that differ from the serial reference's (soft numerics)."""
     not_judged: int
     """Answers the judge could not call right or wrong (their references failed alone too)."""
+    pairs_s: float
+    """What the throughput pairs took, both measurements."""
+    pairs: list[str]
+    """Each measurement's interval: ``start 2.02x [1.73-2.46]``."""
+    paired_median: float | None
 
 
 def _sessions(report: Report) -> Iterator[SessionResult]:
@@ -101,6 +112,7 @@ def _sessions(report: Report) -> Iterator[SessionResult]:
 def _figures(report: Report, wall: float, phases: _Phases) -> _Figures:
     sent = list(_sessions(report))
     base = report.arms[0].metrics if report.arms else None
+    env = report.envelope
     return _Figures(
         wall_s=wall,
         requests=len(sent),
@@ -114,6 +126,9 @@ def _figures(report: Report, wall: float, phases: _Phases) -> _Figures:
         flips=_count(report, FindingKind.FLIP),
         greedy_differ=_count(report, FindingKind.GREEDY_DIVERGENCE),
         not_judged=_count(report, FindingKind.NOT_JUDGED),
+        pairs_s=sum(p.wall_s for p in env.throughput) if env else 0.0,
+        pairs=[f"{p.when} {interval_text(p.interval)}" for p in env.throughput] if env else [],
+        paired_median=report.verdict.speedup if report.verdict.speedup_low is not None else None,
     )
 
 
@@ -153,7 +168,9 @@ def _line(name: str, f: _Figures, ref: _Figures | None) -> str:
         f"{ratio(f.completion_tokens, ref.completion_tokens if ref else 0)}\n"
         f"{'':>10}phases: {phases}; serial baseline decode "
         f"{f.baseline_decode or 0:.1f} tok/s; speedup {f.speedup or 0:.2f}x; flips {f.flips}, "
-        f"greedy differing {f.greedy_differ}, not judged {f.not_judged}"
+        f"greedy differing {f.greedy_differ}, not judged {f.not_judged}\n"
+        f"{'':>10}throughput pairs: {f.pairs_s:.0f}s ({f.pairs_s / f.wall_s:.0%} of the run): "
+        f"{'; '.join(f.pairs) or 'none'}; verdict {f.outcome}"
     )
 
 
@@ -162,6 +179,7 @@ def main() -> None:
     parser.add_argument("--fake", action="store_true", help="against the healthy fake server")
     parser.add_argument("--repeat", type=int, default=0, help="more default runs for the spread")
     parser.add_argument("--folder", type=Path, default=None)
+    parser.add_argument("--no-every", action="store_true", help="skip the reference run")
     args = parser.parse_args()
     folder_ctx = (
         nullcontext(str(args.folder)) if args.folder else tempfile.TemporaryDirectory()
@@ -169,8 +187,9 @@ def main() -> None:
     with folder_ctx as folder_name, _target(args.fake) as base_url:
         folder = Path(folder_name)
         folder.mkdir(parents=True, exist_ok=True)
-        every = _one(folder, "every", base_url, "every")
-        print(_line("every", every, None), flush=True)
+        every = None if args.no_every else _one(folder, "every", base_url, "every")
+        if every is not None:
+            print(_line("every", every, None), flush=True)
         needed = _one(folder, "needed", base_url, "needed")
         print(_line("needed", needed, every), flush=True)
         runs = [needed] + [
@@ -185,6 +204,11 @@ def main() -> None:
                 f"tok/s, spread {min(rates):.1f}-{max(rates):.1f} "
                 f"(cv {statistics.stdev(rates) / statistics.mean(rates):.1%})"
             )
+        medians = [r.paired_median for r in runs if r.paired_median]
+        if len(medians) > 1:
+            print(f"paired medians over {len(medians)} runs: {min(medians):.2f}-"
+                  f"{max(medians):.2f}x, spread {max(medians) / min(medians) - 1:.0%} of the "
+                  "lowest")
         walls = [r.wall_s for r in runs]
         print(f"default runs: {len(runs)}, wall {min(walls):.0f}-{max(walls):.0f}s, outcomes "
               f"{sorted({r.outcome for r in runs})}")

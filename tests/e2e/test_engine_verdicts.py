@@ -141,6 +141,13 @@ def test_default_run_llama_cpp_gemma3_270m(llama_env: Installation, tmp_path: Pa
     # The headline: PASS, parallel, from a correct step deeper than one.
     assert verdict["verdict"]["outcome"] == "PASS" and verdict["verdict"]["parallel"] is True, out
     assert verdict["verdict"]["speedup_n"] in {s["n"] for s in env["steps"] if s["correct"]}
+    # Decided on the throughput pairs at 16, taken as the engine started: their interval's low
+    # end clears the threshold; the same pairs after the mixed waves measure its history.
+    start, after = env["throughput"]
+    print(f"throughput pairs: start {start['interval']}, after {after['interval']}")
+    assert (start["when"], after["when"], start["n"]) == ("start", "after", 16)
+    assert verdict["verdict"]["speedup_low"] == start["interval"]["low"] >= 1.5, out
+    assert sum(p["counted"] for p in start["pairs"]) >= 3
     deepest = next(a for a in verdict["arms"] if a["spec"]["name"] == "sweep@16")
     repeat = next(w for w in deepest["waves"] if w["shape"] == "repeat")
     assert repeat["prefix_cache"].startswith("on (cache_prompt true")
@@ -167,7 +174,15 @@ def test_mlx_lm_tiny_gemma3_sweep_to_16(
         assert step["client_overlap_max"] >= 1 and step["engine_rss_peak_mb"] > 50
         assert step["correct"] is not None
     assert env["peak_n"] in (1, 2, 4, 8, 16) and env["peak_decode_tokens_per_s"] > 0
-    assert verdict["verdict"]["parallel"] is not None
+    # Parallel is the throughput pairs' interval at 16 against the threshold: yes above it, no
+    # below it, undecided (None) only while the interval holds it.
+    pairs = env["throughput"][0]
+    interval, v = pairs["interval"], verdict["verdict"]
+    assert pairs["when"] == "start" and interval is not None, pairs
+    threshold = verdict["config"]["thresholds"]["min_speedup"]
+    expected = (True if interval["low"] >= threshold else False
+                if interval["high"] < threshold else None)
+    assert v["parallel"] is (expected if env["steps"][-1]["correct"] is not False else None), v
     assert code == expected_exit(verdict), out
     assert not procs_with(str(tiny_gemma3_dir))
 

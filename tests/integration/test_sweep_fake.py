@@ -69,9 +69,9 @@ def test_a_serial_server_gives_a_flat_envelope_and_is_not_parallel(tmp_path: Pat
     assert env.knee_n == 1
     assert report.verdict.parallel is False and report.verdict.correct is True
     assert report.verdict.outcome is Outcome.FAIL
-    # Judged on the best correct step deeper than the baseline, never on N=1.
-    assert any("not parallel" in r and "(the best correct step)" in r and "at 1 in" not in r
-               for r in report.verdict.reasons)
+    # Judged on the throughput pairs at the deepest depth, never on N=1.
+    assert "not parallel" in report.verdict.parallel_reason
+    assert "at 8 in flight" in report.verdict.parallel_reason
     deepest = env.steps[-1]
     assert deepest.server_load is not None and deepest.server_load.running_max == 1
     assert (deepest.server_load.waiting_max or 0) >= 1 and env.engine_cap == 1
@@ -89,7 +89,11 @@ def test_a_batch_cap_is_the_knee_and_the_engine_cap(tmp_path: Path) -> None:
         assert step.server_load.running_max == min(step.n, 4)
         assert step.client_overlap_max <= step.n
     assert report.verdict.outcome is Outcome.PASS, report.verdict.reasons
-    assert any("in flight (the best correct step)" in r for r in report.verdict.reasons)
+    # The pairs at 16: the server runs 4 and queues the rest, so they are rated while all 16
+    # were in flight, and show the cap's 4x.
+    assert "at 16 in flight" in report.verdict.parallel_reason
+    assert report.verdict.speedup is not None and 3.0 < report.verdict.speedup < 4.6
+    assert all(p.many.window == "all_in_flight" for p in env.throughput[0].pairs)
 
 
 def test_every_step_keeps_the_depth_it_says(tmp_path: Path) -> None:

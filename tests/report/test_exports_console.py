@@ -13,7 +13,7 @@ from rich.cells import cell_len
 
 from batchprobe.cli import main
 from batchprobe.report._cells import ARM_COLUMNS, arm_cells
-from batchprobe.report._envelope import CONSOLE_COLUMNS, console_cells
+from batchprobe.report._envelope import CONSOLE_COLUMNS, PAIR_COLUMNS, console_cells, pair_cells
 from batchprobe.report.csv import STEP_FIELDS, render_csv
 from batchprobe.report.jsonl import read_jsonl, render_jsonl
 
@@ -51,7 +51,7 @@ def test_report_at_80_columns_shows_every_number_whole(
     assert all(cell_len(line) <= 80 for line in out.splitlines()), out
     assert out.splitlines()[0].startswith(report.verdict.outcome.value), "the answer first"
     assert "Parallel:" in out.splitlines()[0]
-    arms, steps = _tables(out)
+    arms, steps, pairs = _tables(out)
     assert "…" not in out.split("parallel=")[0], "a cut cell"
     # Every cell shown is the whole value the renderer gives for it.
     header, rows = arms
@@ -68,6 +68,12 @@ def test_report_at_80_columns_shows_every_number_whole(
         for column, shown in zip(header, row):
             if column != "correct":
                 assert shown == full[column], (column, shown, full[column])
+    # The throughput pairs parallel was decided on: the interval whole, as the verdict's.
+    header, rows = pairs
+    assert header[:4] == list(PAIR_COLUMNS[:4]) and len(rows) == len(env.throughput)
+    for row, measured in zip(rows, env.throughput):
+        full = dict(zip(PAIR_COLUMNS, pair_cells(measured)))
+        assert row == [full[c] for c in header], (row, full)
 
 
 def test_csv_has_the_steps_tables_values(failing_sweep: Path) -> None:

@@ -13,6 +13,7 @@ import traceback
 
 import click
 
+from batchprobe._safe import console_text
 from batchprobe.errors import BatchprobeError, ConfigError
 
 EXIT_OTHER = 2
@@ -75,10 +76,12 @@ class Boundary(click.Group):
         except BatchprobeError as exc:
             name = ctx.invoked_subcommand
             command = self.get_command(ctx, name) if name else None
-            click.echo(f"batchprobe {name}: {_message(exc, command)}", err=True)
+            # A message and a log tail may quote a server or an engine: no control character
+            # reaches the terminal.
+            click.echo(console_text(f"batchprobe {name}: {_message(exc, command)}"), err=True)
             log_tail = getattr(exc, "log_tail", None)
             if log_tail:
-                click.echo(log_tail.rstrip(), err=True)
+                click.echo(console_text(log_tail.rstrip(), newlines=True), err=True)
             ctx.exit(exit_code_for(exc))
         except KeyboardInterrupt:
             click.echo("batchprobe: interrupted", err=True)

@@ -51,6 +51,13 @@ def _build_config(**values: object) -> FakeServerConfig:
     show_default=True,
     help="Per-token step = itl * (1 + slowdown * (active - 1)).",
 )
+@click.option(
+    "--degrade-after",
+    type=click.IntRange(min=1),
+    default=None,
+    help="After this many generation requests, batching gains nothing any more (the step "
+    "grows as with --slowdown 1): a server left slow by its own history.",
+)
 @click.option("--prefix-cache", is_flag=True, help="Simulate a prompt cache and serve /props.")
 @click.option(
     "--close-after-stream",

@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
-from rich.markup import escape
 
 from batchprobe.cli._boundary import EXIT_OTHER, set_exit_code
 from batchprobe.cli._options import model_option
@@ -33,6 +32,7 @@ from batchprobe.report import (
     write_rendered,
 )
 from batchprobe.report._error import run_error
+from batchprobe.report.console import escape
 from batchprobe.results.models import Outcome, Report, RunConfig
 from batchprobe.results.thresholds import Thresholds
 from batchprobe.workload.shapes import SHAPE_NAMES

@@ -97,6 +97,11 @@ class FakeServerConfig(BaseModel):
     """Continuous batching only: the per-token step is ``itl * (1 + slowdown * (active - 1))``
     with ``active`` requests generating; 0 is perfect scaling, 1 is no aggregate gain."""
 
+    degrade_after: int | None = Field(default=None, ge=1)
+    """After this many generation requests received, continuous batching gains nothing any
+    more: the step is ``itl * active`` (as ``slowdown`` 1), as an engine its own history
+    left slow."""
+
     prefix_cache: bool = False
     """Simulate a prompt cache: a prompt seen before reports all its prompt tokens cached and
     gets a tenth of the TTFT, unless the request says ``"cache_prompt": false``. Also serves a

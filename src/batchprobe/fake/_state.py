@@ -202,7 +202,9 @@ class ServerState:
         itl = self.config.itl_ms / 1000.0
         if self.config.batching == "serial":
             return itl
-        return itl * (1.0 + self.config.slowdown * (self.active - 1))
+        after = self.config.degrade_after
+        slowdown = 1.0 if after is not None and self._next_seq > after else self.config.slowdown
+        return itl * (1.0 + slowdown * (self.active - 1))
 
     def fault_applies(self, flight: Flight) -> bool:
         """Whether the configured fault hits ``flight`` from its first token on.

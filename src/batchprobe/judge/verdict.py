@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from batchprobe.client.types import ErrorKind
 from batchprobe.judge.judge import Judgement, judge
 from batchprobe.judge.judged import judged_answers, recall
+from batchprobe.judge.throughput import paired, paired_parallel
 from batchprobe.results.arms import ArmComparison, ArmMetrics, ArmResult
 from batchprobe.results.findings import Finding, FindingKind, Judged
 from batchprobe.results.models import Outcome, SessionResult, Status, Verdict
@@ -142,6 +143,8 @@ class _Parallel:
     why: str
     speedup: float | None = None
     n: int | None = None
+    low: float | None = None
+    high: float | None = None
 
 
 def _judged_parallel(speedup: float, n: int, figure: str, t: Thresholds) -> _Parallel:
@@ -152,7 +155,12 @@ def _judged_parallel(speedup: float, n: int, figure: str, t: Thresholds) -> _Par
 
 
 def _parallel_from_envelope(env: Envelope, t: Thresholds) -> _Parallel:
-    """Judged on the best correct step deeper than the baseline; None when none ran."""
+    """Judged on the throughput pairs' interval where they were taken; else (a verdict file
+    from before them) on the best correct step deeper than the baseline; None when none ran."""
+    pairs = paired(env, "start")
+    if pairs is not None:
+        p = paired_parallel(pairs, env, t)
+        return _Parallel(p.parallel, p.why, p.speedup, p.n, p.low, p.high)
     correct = [s for s in env.steps if s.correct and s.n > 1 and s.speedup is not None]
     best = max(correct, key=lambda s: s.speedup or 0.0, default=None)
     if best is None or best.speedup is None:
@@ -241,6 +249,8 @@ def decide(
         parallel_reason=p.why,
         speedup=p.speedup,
         speedup_n=p.n,
+        speedup_low=p.low,
+        speedup_high=p.high,
         reasons=reasons,
     )
 

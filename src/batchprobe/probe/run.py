@@ -27,6 +27,7 @@ from batchprobe.errors import (
 from batchprobe.judge.compare import compare
 from batchprobe.judge.judge import judge, judge_arm
 from batchprobe.judge.references import references
+from batchprobe.judge.throughput import history
 from batchprobe.judge.verdict import decide, recall_floor
 from batchprobe.probe.arm import ArmContext, generates, warm_up
 from batchprobe.probe.cache import cache_notes, cache_policy, launch_spec, skipped_shapes
@@ -417,7 +418,9 @@ class ProbeRun:
                 rule=StopRule.STOPPED_EARLY, detail=f"the run stopped: {status.value}"
             )
             kept = report.envelope
-            report.envelope = envelope(self.baseline(), sweep.steps, sweep.notes)
+            report.envelope = envelope(self.baseline(), sweep.steps, sweep.notes,
+                                       sweep.throughput)
+            judgement.findings += history(report.envelope, t)
             if kept is not None:
                 report.envelope.reference_sample = kept.reference_sample
                 report.envelope.references_asked = kept.references_asked

@@ -51,3 +51,34 @@ def union_length(intervals: Iterable[tuple[float, float]]) -> float:
     if current_start is not None:
         total += current_end - current_start
     return total
+
+
+# Two-sided 95% Student-t quantiles by degrees of freedom (1..30); beyond, the normal's.
+_T95 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)
+
+
+def t95(df: int) -> float:
+    """The two-sided 95% quantile of Student's t with ``df`` degrees of freedom."""
+    return _T95[df - 1] if df <= len(_T95) else 1.960
+
+
+def ratio_interval(ratios: Sequence[float], resolution: float) -> tuple[float, float, float]:
+    """(median, low, high) of positive ratios: a 95% t-interval over their logs, widened to
+    hold the median and never narrower than ``resolution`` (relative) either side of it."""
+    if not ratios or min(ratios) <= 0:
+        raise ValueError("ratio_interval needs positive ratios")
+    median = percentile(sorted(ratios), 50)
+    logs = [math.log(r) for r in ratios]
+    mean = sum(logs) / len(logs)
+    if len(logs) > 1:
+        sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+        half = t95(len(logs) - 1) * sd / math.sqrt(len(logs))
+    else:
+        half = math.inf
+    low = min(math.exp(mean - half), median / (1 + resolution))
+    high = max(math.exp(mean + half), median * (1 + resolution))
+    return median, low, high

@@ -15,6 +15,7 @@ from batchprobe.probe.metrics import most_at_once
 from batchprobe.results.findings import Finding, FindingKind, Judged
 from batchprobe.results.models import MAX_DEPTH, ArmComparison, ArmResult, RunConfig, SessionResult
 from batchprobe.results.sweep import Envelope, ServerLoad, StopRule, SweepStep
+from batchprobe.results.throughput import PairedThroughput
 
 # Throughput growth under this fraction over the step before, twice in a row, is the knee.
 KNEE_GROWTH = 0.10
@@ -146,9 +147,15 @@ def knee(steps: Sequence[SweepStep]) -> int | None:
 
 
 def envelope(
-    baseline: ArmResult | None, steps: Sequence[SweepStep], notes: Sequence[str] = ()
+    baseline: ArmResult | None, steps: Sequence[SweepStep], notes: Sequence[str] = (),
+    throughput: Sequence[PairedThroughput] = (),
 ) -> Envelope:
-    ordered = sorted(steps, key=lambda s: s.n)
+    start = next((p for p in throughput if p.when == "start"), None)
+    ordered = sorted(
+        (s.model_copy(update={"paired_speedup": start.interval})
+         if start is not None and s.n == start.n else s for s in steps),
+        key=lambda s: s.n,
+    )
     judged = [s for s in ordered if s.correct is not None]
     failing = [s for s in judged if s.correct is False]
     first_fail = failing[0] if failing else None
@@ -180,6 +187,7 @@ def envelope(
         knee_n=knee(ordered),
         engine_cap=max(queued) if queued else None,
         notes=list(notes),
+        throughput=list(throughput),
     )
     env.threshold_pinned = (
         env.first_failing_n is not None

@@ -19,15 +19,18 @@ from batchprobe.judge.references import references
 from batchprobe.probe.arm import ArmContext, generates, warm_up
 from batchprobe.probe.cache import cache_policy, launch_spec
 from batchprobe.probe.clients import arm_client, client_health
+from batchprobe.probe.cpu import CpuMeter
 from batchprobe.probe.endpoint import Endpoint, server_lost
 from batchprobe.probe.load import LoadSampler
 from batchprobe.probe.metrics import arm_metrics
+from batchprobe.probe.pairs import PairPlan, PairRunner
 from batchprobe.probe.replay import replay_wrong
 from batchprobe.probe.sweep import envelope, failure_rule, knee, predicted_s, serial_s, step_record
 from batchprobe.probe.waves import run_mixed_wave, run_waves
 from batchprobe.results.arms import ArmResult, ArmSpec
 from batchprobe.results.findings import Finding, FindingKind, Judged
 from batchprobe.results.sweep import StopRule, SweepStep, SweepStop
+from batchprobe.results.throughput import PairedThroughput
 from batchprobe.workload.shapes import ShapePlan
 
 if TYPE_CHECKING:
@@ -73,6 +76,7 @@ class Sweep:
         self.warm_up_error: RequestError | None = None
         self.records: dict[str, _StepRun] = {}
         self.spec: ArmSpec | None = None
+        self.throughput: list[PairedThroughput] = []
 
     def launch(self) -> None:
         depths = self.config.sweep or []
@@ -107,7 +111,12 @@ class Sweep:
             # An error of the step it precedes: the first one.
             self.warm_up_error = warm.error
             started = time.monotonic()
+            deepest = max(self.config.sweep or [1])
+            if deepest > 1:
+                await self._pairs(client, ep, ctx, deepest, "start")
             await self._planned(client, ep, ctx, spec, started)
+            if deepest > 1 and self.steps:
+                await self._pairs(client, ep, ctx, deepest, "after")
             if self.stop is not None and self.stop.rule in (StopRule.INCORRECT, StopRule.ERRORS):
                 await self._bisect(client, ep, ctx, spec, started)
 
@@ -136,6 +145,31 @@ class Sweep:
                 return
         if last is not None and last.n == (cfg.sweep or [0])[-1]:
             self.stop = SweepStop(rule=StopRule.PLAN_END, at_n=last.n)
+
+    async def _pairs(
+        self, client: OpenAIClient, ep: Endpoint, ctx: ArmContext, n: int, when: str
+    ) -> None:
+        """The throughput pairs at ``n``: at the start, before any correctness traffic (and
+        more of them while the interval holds the threshold), or again after the mixed waves."""
+        cfg, shapes = self.config, self.run.plans.shape_ctx
+        if shapes is None:
+            return
+        label = "as the engine starts" if when == "start" else "again, after the mixed waves"
+        self.run.listener.phase(f"throughput pairs at N={n}, {label}", 0)
+        plan = PairPlan(
+            n=n, min_pairs=cfg.pairs, max_pairs=cfg.max_pairs if when == "start" else cfg.pairs,
+            window_tokens=cfg.pair_window_tokens, threshold=cfg.thresholds.min_speedup,
+            resolution=cfg.thresholds.speedup_resolution, when=when,
+        )
+        budget = cfg.time_budget_s
+        pgid = ep.process.pgid if ep.process is not None else None
+        async with arm_client(client, self.run.client_procs(n)) as sender:
+            runner = PairRunner(sender, ctx, shapes, CpuMeter(pgid))
+            # Pairs past the minimum only while they stay within a tenth of a time budget.
+            result = await runner.run(plan, None if budget is None else budget / 10)
+        self.throughput.append(result)
+        self.run.report.envelope = envelope(None, self.steps, self.notes, self.throughput)
+        self.run.save()
 
     def _fits(self, started: float, last: SweepStep, plans: StepPlans, n: int) -> bool:
         """Whether the next step, predicted from the last one's pace, fits the time budget."""
@@ -299,7 +333,7 @@ class Sweep:
                 "reasons": [f"{len(awaiting)} answer(s) await their serial reference"],
             })
         self.steps.append(step)
-        run.report.envelope = envelope(None, self.steps, self.notes)
+        run.report.envelope = envelope(None, self.steps, self.notes, self.throughput)
         run.save()
         if arm.server_alive_after is False:
             raise EngineUnreachable(f"the server stopped answering after step {arm.spec.name}")

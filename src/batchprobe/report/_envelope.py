@@ -10,17 +10,20 @@ from dataclasses import dataclass
 
 from batchprobe.results.models import Distribution, Report
 from batchprobe.results.sweep import Envelope, SweepStep
+from batchprobe.results.throughput import PairedThroughput, SpeedupInterval
 
 STEP_COLUMNS = ("N", "kind", "correct", "requests", "errors", "agg tok/s", "per-session tok/s",
-                "speedup", "efficiency", "mixed speedup", "TTFT p50 / p99", "ITL p50 / p99",
+                "speedup", "paired speedup", "efficiency", "mixed speedup", "TTFT p50 / p99", "ITL p50 / p99",
                 "running max/mean (server gauge)", "waiting max (server gauge)",
                 "in flight max (client count)", "engine RSS MB", "wall s")
 # The page's first table of steps (it fits a 1400-px window); the rest go in a second one.
-PRIMARY_STEP_COLUMNS = ("N", "kind", "correct", "agg tok/s", "speedup", "TTFT p50 / p99",
+PRIMARY_STEP_COLUMNS = ("N", "kind", "correct", "agg tok/s", "speedup", "paired speedup",
+                        "TTFT p50 / p99",
                         "ITL p50 / p99", "wall s")
 SECONDARY_STEP_COLUMNS = ("N", *(c for c in STEP_COLUMNS if c not in PRIMARY_STEP_COLUMNS))
 # The console's compact table: the columns that say where the envelope bends.
-CONSOLE_COLUMNS = ("N", "kind", "correct", "agg tok/s", "speedup", "TTFT p99", "ITL p99",
+CONSOLE_COLUMNS = ("N", "kind", "correct", "agg tok/s", "speedup", "paired speedup",
+                   "TTFT p99", "ITL p99",
                    "server running max", "waiting max", "wall s")
 REASON_CHARS = 60
 
@@ -85,6 +88,7 @@ def step_cells(report: Report, step: SweepStep) -> list[str]:
         _fmt(step.decode_tokens_per_s, ".1f"),
         _fmt(step.per_session_decode_tokens_per_s, ".1f"),
         _fmt(step.speedup, ".2f", "x"),
+        interval_text(step.paired_speedup),
         _fmt(None if step.scaling_efficiency is None else step.scaling_efficiency * 100, ".0f",
              "%"),
         _fmt(step.mixed_speedup, ".2f", "x"),
@@ -122,7 +126,7 @@ def console_cells(report: Report, step: SweepStep) -> list[str]:
     m = arm.metrics if arm is not None else None
     load = step.server_load
     return [full["N"], full["kind"], correct_mark(step, 40), full["agg tok/s"], full["speedup"],
-            _ms(m.ttft_s if m else None, "p99"), _ms(m.itl_s if m else None, "p99"),
+            full["paired speedup"], _ms(m.ttft_s if m else None, "p99"), _ms(m.itl_s if m else None, "p99"),
             "-" if load is None else str(load.running_max), full["waiting max (server gauge)"],
             full["wall s"]]
 
@@ -130,3 +134,37 @@ def console_cells(report: Report, step: SweepStep) -> list[str]:
 def load_sources(env: Envelope) -> list[str]:
     """Where the server-load columns came from (one entry per distinct source)."""
     return list(dict.fromkeys(s.server_load.source for s in env.steps if s.server_load))
+
+
+def interval_text(found: SpeedupInterval | None) -> str:
+    """``2.10x [1.92-2.30]``: a median speedup and its interval, or ``-``."""
+    if found is None:
+        return "-"
+    return f"{found.median:.2f}x [{found.low:.2f}-{found.high:.2f}]"
+
+
+PAIR_COLUMNS = ("when", "N", "pairs", "speedup [CI]", "1 alone tok/s", "N at once tok/s",
+                "window", "machine cores busy", "wall s")
+
+
+def pair_cells(pairs: PairedThroughput) -> list[str]:
+    """One row of the throughput pairs table (``PAIR_COLUMNS``): the medians of the counted
+    samples' rates, the interval, the load."""
+    counted = [p for p in pairs.pairs if p.counted]
+    ones = sorted(p.one.tokens_per_s for p in counted if p.one.tokens_per_s is not None)
+    manys = sorted(p.many.tokens_per_s for p in counted if p.many.tokens_per_s is not None)
+    windows = sorted(p.many.window_s for p in counted)
+    load = pairs.load
+    engine = f"engine {load.engine:.2f}, " if load is not None and load.engine is not None else ""
+    return [
+        "start" if pairs.when == "start" else "after the waves",
+        str(pairs.n),
+        f"{len(counted)} of {len(pairs.pairs)}",
+        interval_text(pairs.interval) if pairs.interval is not None else (pairs.note or "-"),
+        _fmt(ones[len(ones) // 2] if ones else None, ".1f"),
+        _fmt(manys[len(manys) // 2] if manys else None, ".1f"),
+        f"{windows[len(windows) // 2]:.2f} s" if windows else "-",
+        "-" if load is None else f"{load.busy:.2f} of {load.cores}: {engine}client "
+        f"{load.client:.2f}, other {load.other:.2f}; steal {load.steal:.1%}",
+        f"{pairs.wall_s:.1f}",
+    ]

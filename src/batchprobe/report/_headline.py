@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from batchprobe.report._envelope import Fact
-from batchprobe.results.findings import Finding
+from batchprobe.results.findings import Finding, FindingKind
 from batchprobe.results.models import Report, Status
 from batchprobe.results.sweep import Envelope, StopRule
 
@@ -24,15 +24,42 @@ def _speedup(report: Report) -> tuple[float, int] | None:
     return (v.speedup, v.speedup_n) if v.speedup is not None and v.speedup_n is not None else None
 
 
+def speedup_text(report: Report) -> str:
+    """``2.1× (CI 1.9-2.3×) at N=16``: the verdict's figure with its interval, where it has one."""
+    best, v = _speedup(report), report.verdict
+    if best is None:
+        return ""
+    interval = (f" (CI {v.speedup_low:.1f}-{v.speedup_high:.1f}×)"
+                if v.speedup_low is not None and v.speedup_high is not None else "")
+    return f"{best[0]:.1f}×{interval} at N={best[1]}"
+
+
 def parallel_sentence(report: Report) -> str:
-    best = _speedup(report)
-    at = f"{best[0]:.1f}× at N={best[1]}" if best else ""
+    at = speedup_text(report)
     parallel = report.verdict.parallel
     if parallel is True:
         return f"Parallel: yes, {at}." if at else "Parallel: yes."
     if parallel is False:
         return f"Parallel: no, {at} at best." if at else "Parallel: no."
+    if at and report.verdict.speedup_low is not None:
+        threshold = report.config.thresholds.min_speedup
+        return f"Parallel: not decided, {at} holds the {threshold:.1f}× threshold."
     return "Parallel: not judged."
+
+
+def history_sentence(report: Report) -> str:
+    """The server's history, when the judge found throughput dropped after the mixed waves:
+    ``Slower after its own traffic: 2.2× → 1.1× at N=16.``"""
+    dropped = [f for f in report.findings if f.kind is FindingKind.THROUGHPUT_DROP]
+    env = report.envelope
+    if not dropped or env is None:
+        return ""
+    figures = {p.when: p for p in env.throughput if p.interval is not None}
+    start, after = figures.get("start"), figures.get("after")
+    if start is None or after is None or start.interval is None or after.interval is None:
+        return ""
+    return (f"Slower after its own traffic: {start.interval.median:.1f}× → "
+            f"{after.interval.median:.1f}× at N={start.n}.")
 
 
 def correct_sentence(report: Report) -> str:
@@ -57,7 +84,9 @@ def correct_sentence(report: Report) -> str:
 
 def answer(report: Report) -> str:
     """``Parallel: yes, 8.7× at N=16. Correct: up to N=5; first wrong at N=6 (pinned ...).``"""
-    return f"{parallel_sentence(report)} {correct_sentence(report)}"
+    history = history_sentence(report)
+    return f"{parallel_sentence(report)} {correct_sentence(report)}" + (
+        f" {history}" if history else "")
 
 
 def scaling_fact(env: Envelope) -> Fact | None:
@@ -94,7 +123,7 @@ def cards(report: Report) -> list[Fact]:
         return []
     best = _speedup(report)
     found: list[Fact | None] = [
-        Fact("speedup", f"{best[0]:.1f}× at N={best[1]}") if best else None,
+        Fact("speedup", speedup_text(report)) if best else None,
         Fact("largest correct N", str(env.largest_correct_n))
         if env.largest_correct_n is not None else None,
         Fact("first failing N", f"{env.first_failing_n}"

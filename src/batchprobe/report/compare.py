@@ -114,6 +114,7 @@ def check_comparable(reports: list[Report], paths: list[Path]) -> None:
 def _facts(reports: list[Report]) -> list[TextRow]:
     getters: list[tuple[str, Callable[[Report], object]]] = [
         ("outcome", lambda r: r.verdict.outcome.value),
+        ("parallel speedup [CI]", _paired_figure),
         ("status", lambda r: r.status.value),
         ("engine", lambda r: r.config.engine or r.config.base_url),
         ("engine version", lambda r: r.environment.engine_version),
@@ -130,6 +131,32 @@ def _facts(reports: list[Report]) -> list[TextRow]:
     ]
     return [TextRow(label=label, values=[str(get(r) or "-") for r in reports])
             for label, get in getters]
+
+
+def _paired_figure(report: Report) -> str | None:
+    """The verdict's speedup with its interval (a sweep's throughput pairs), or its figure."""
+    v = report.verdict
+    if v.speedup is None:
+        return None
+    if v.speedup_low is None or v.speedup_high is None:
+        return f"{v.speedup:.2f}x at N={v.speedup_n}"
+    return f"{v.speedup:.2f}x [{v.speedup_low:.2f}-{v.speedup_high:.2f}] at N={v.speedup_n}"
+
+
+def _pairs_findings(ref: Report, other: Report, label: str) -> list[Finding]:
+    """A paired speedup whose whole interval lies below the reference's: overlapping
+    intervals are noise, not a regression."""
+    a, b = ref.verdict, other.verdict
+    if a.speedup_low is None or b.speedup_high is None or a.speedup_n != b.speedup_n:
+        return []
+    if b.speedup_high >= a.speedup_low:
+        return []
+    return [Finding(
+        run=label, check="run.speedup",
+        message=f"paired speedup at N={a.speedup_n}: {a.speedup:.2f}x "
+                f"[{a.speedup_low:.2f}-{a.speedup_high:.2f}] -> {b.speedup:.2f}x "
+                f"[{b.speedup_low:.2f}-{b.speedup_high:.2f}] (the intervals do not overlap)",
+    )]
 
 
 def _metrics(report: Report, arm: str) -> ArmMetrics | None:
@@ -259,6 +286,11 @@ def compare_reports(
             # Said once, as the envelope's change, not again as the envelope check.
             regressed = [f for f in regressed if f.check != "run.envelope"]
         figures = _arm_findings(reports[0], other, label, max_throughput_drop)
+        paired = _pairs_findings(reports[0], other, label)
+        if paired:
+            # A parallel "yes" that became "no" is this change of interval: said once.
+            regressed = [f for f in regressed if f.check != "run.parallel"]
+        figures += paired
         comp.regressions += envelope + regressed + figures
         comp.improvements += fixed
     return comp

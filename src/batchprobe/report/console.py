@@ -12,7 +12,13 @@ from rich.table import Table
 
 from batchprobe._safe import console_text
 from batchprobe.report._cells import ARM_COLUMNS, arm_cells
-from batchprobe.report._envelope import CONSOLE_COLUMNS, console_cells, findings_mark
+from batchprobe.report._envelope import (
+    CONSOLE_COLUMNS,
+    PAIR_COLUMNS,
+    console_cells,
+    findings_mark,
+    pair_cells,
+)
 from batchprobe.report._headline import answer, cards, failing_lines
 from batchprobe.report.compare import RunsComparison
 from batchprobe.results.models import Outcome, Report
@@ -78,6 +84,16 @@ def envelope_table(report: Report, width: int = _WIDTH) -> Table | None:
     return fitted_table("sweep envelope", CONSOLE_COLUMNS, rows, width, left=("correct",))
 
 
+def pairs_table(report: Report, width: int = _WIDTH) -> Table | None:
+    """The throughput pairs parallel was decided on, and the history measurement."""
+    env = report.envelope
+    if env is None or not env.throughput:
+        return None
+    rows = [pair_cells(p) for p in env.throughput]
+    return fitted_table("throughput pairs (1 alone, then N at once, in turn)", PAIR_COLUMNS,
+                        rows, width, left=("machine cores busy",))
+
+
 def _print_answer(console: Console, report: Report) -> None:
     colour = {Outcome.PASS: "green", Outcome.FAIL: "red"}.get(report.verdict.outcome, "yellow")
     console.print(f"[bold {colour}]{report.verdict.outcome.value}[/] {escape(answer(report))}")
@@ -92,6 +108,9 @@ def _print_envelope(console: Console, report: Report) -> None:
     if table is None:
         return
     console.print(table)
+    pairs = pairs_table(report, console.width)
+    if pairs is not None:
+        console.print(pairs)
     for note in report.envelope.notes if report.envelope else []:
         console.print(f"  [yellow]note:[/] {escape(note)}")
 

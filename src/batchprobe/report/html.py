@@ -11,10 +11,12 @@ from batchprobe.judge.checks import run_checks
 from batchprobe.judge.views import RequestStatus, RequestViews
 from batchprobe.report._cells import ARM_COLUMNS, arm_cells, headline, subject
 from batchprobe.report._envelope import (
+    PAIR_COLUMNS,
     PRIMARY_STEP_COLUMNS,
     SECONDARY_STEP_COLUMNS,
     correct_mark,
     load_sources,
+    pair_cells,
     split_cells,
 )
 from batchprobe.report._error import run_error
@@ -237,6 +239,8 @@ def render_html(report: Report) -> str:
         secondary_columns=SECONDARY_STEP_COLUMNS,
         steps=[(s, *split_cells(report, s)) for s in steps],
         load_sources=load_sources(env) if env else [],
+        pair_columns=PAIR_COLUMNS,
+        pair_rows=[pair_cells(p) for p in env.throughput] if env else [],
         grid=grid(report),
         checks=run_checks(report),
         error_message=message,

@@ -8,9 +8,11 @@ from pathlib import Path
 from batchprobe._safe import md_cell, md_code, md_fence
 from batchprobe.report._cells import ARM_COLUMNS, arm_cells, headline, subject
 from batchprobe.report._envelope import (
+    PAIR_COLUMNS,
     PRIMARY_STEP_COLUMNS,
     SECONDARY_STEP_COLUMNS,
     load_sources,
+    pair_cells,
     split_cells,
 )
 from batchprobe.report._error import run_error
@@ -53,6 +55,9 @@ def _envelope(report: Report) -> list[str]:
         sources = load_sources(env)
         if sources:
             lines += ["", f"Server load from {_cell(', '.join(sources))}."]
+    if env.throughput:
+        lines += ["", "Throughput pairs (one request alone, then N at once, in turn):", "",
+                  *_table(PAIR_COLUMNS, (pair_cells(p) for p in env.throughput))]
     return lines
 
 

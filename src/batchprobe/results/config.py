@@ -96,6 +96,26 @@ class RunConfig(_Model):
         f"step needs a warm-up, its wave and its liveness check: under {MIN_TIME_BUDGET_S:.0f} s "
         "none fits.",
     )
+    pairs: int = Field(
+        default=3,
+        ge=3,
+        le=64,
+        description="Throughput pairs (one request alone, then the deepest depth at once, in "
+        "turn) taken before any correctness traffic; parallel is decided on their interval.",
+    )
+    max_pairs: int = Field(
+        default=8,
+        ge=3,
+        le=64,
+        description="The most pairs taken to settle an interval that straddles --min-speedup.",
+    )
+    pair_window_tokens: int = Field(
+        default=16,
+        ge=4,
+        le=512,
+        description="The steady-state window of a throughput sample: tokens each stream streams "
+        "while every stream of the sample decodes; max_tokens is sized for it.",
+    )
     thresholds: Thresholds = Field(default_factory=Thresholds)
     client_procs: int | None = Field(
         default=None,
@@ -159,6 +179,14 @@ class RunConfig(_Model):
             if high <= low:
                 raise ValueError(f"depths must increase: {high} comes after {low}")
         return sweep
+
+    @field_validator("max_pairs")
+    @classmethod
+    def _max_pairs_at_least_pairs(cls, value: int, info: ValidationInfo) -> int:
+        pairs = info.data.get("pairs")
+        if pairs is not None and value < pairs:
+            raise ValueError(f"{value} is fewer than --pairs {pairs}")
+        return value
 
     @field_validator("arms")
     @classmethod

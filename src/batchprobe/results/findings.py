@@ -49,6 +49,7 @@ class FindingKind(str, Enum):
     NOT_RUN = "not_run"  # a planned arm or step that did not complete
     UNSUPPORTED = "unsupported"  # the server refused a path or parameter in the serial reference
     NOT_JUDGED = "not_judged"  # the serial reference failed its own check
+    THROUGHPUT_DROP = "throughput_drop"  # the server's history: slower after the mixed waves
 
 
 Severity = Literal["hard", "soft", "info"]
@@ -69,6 +70,7 @@ CheckName = Literal[
     "greedy",
     "flips",
     "supported",
+    "throughput",
 ]
 
 # The check (test case) each kind of finding fails.
@@ -92,6 +94,7 @@ CHECK_OF: dict[FindingKind, CheckName] = {
     FindingKind.NOT_RUN: "completed",
     FindingKind.UNSUPPORTED: "supported",
     FindingKind.NOT_JUDGED: "supported",
+    FindingKind.THROUGHPUT_DROP: "throughput",
 }
 
 

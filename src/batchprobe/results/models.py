@@ -34,7 +34,7 @@ from batchprobe.results.sessions import SessionOutcome, SessionResult
 from batchprobe.results.shapes import ShapeStatus
 from batchprobe.results.sweep import Envelope
 
-SCHEMA_VERSION: Literal["3.0"] = "3.0"
+SCHEMA_VERSION: Literal["3.1"] = "3.1"
 
 __all__ = [
     "MAX_DEPTH",
@@ -108,6 +108,16 @@ class Verdict(_Model):
         "deeper than 1, or the widest arm's over the baseline.",
     )
     speedup_n: int | None = Field(default=None, description="The requests in flight of ``speedup``.")
+    speedup_low: float | None = Field(
+        default=None,
+        description="A sweep: the low end of ``speedup``'s interval over its throughput pairs "
+        "(``speedup`` is then their median); parallel is yes when it clears --min-speedup.",
+    )
+    speedup_high: float | None = Field(
+        default=None,
+        description="A sweep: the high end of the interval; parallel is no when it stays below "
+        "--min-speedup, and INCONCLUSIVE when the interval holds the threshold.",
+    )
     reasons: list[str] = Field(default_factory=list)
 
 
@@ -132,7 +142,7 @@ class RunError(_Model):
 class Report(_Model):
     """The verdict file."""
 
-    schema_version: Literal["3.0"] = SCHEMA_VERSION
+    schema_version: Literal["3.1"] = SCHEMA_VERSION
     run_id: str = Field(description="The run nonce planted in every prompt.")
     status: Status = Status.RUNNING
     started_at: str

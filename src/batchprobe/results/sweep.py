@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from batchprobe.results.throughput import PairedThroughput, SpeedupInterval
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -73,7 +75,14 @@ class SweepStep(_Model):
     prefill_tokens_per_s: float | None = None
     speedup: float | None = Field(
         default=None,
-        description="decode_tokens_per_s over the serial baseline's (its counting prompts alone).",
+        description="The burst figure: decode_tokens_per_s of the step's throughput phase (one "
+        "burst) over the serial baseline's (its counting prompts alone, on its own launch).",
+    )
+    paired_speedup: SpeedupInterval | None = Field(
+        default=None,
+        description="At the depth whose throughput pairs were taken: their median speedup with "
+        "its interval (one request alone and n at once in turn, on the sweep's launch, before "
+        "any correctness traffic). Parallel is decided on this.",
     )
     mixed_speedup: float | None = Field(
         default=None,
@@ -131,6 +140,11 @@ class Envelope(_Model):
         "batch cap (slots, max-num-seqs).",
     )
     notes: list[str] = Field(default_factory=list)
+    throughput: list[PairedThroughput] = Field(
+        default_factory=list,
+        description="The throughput pairs: at the deepest depth before any correctness traffic "
+        "(start), and again after the sweep's mixed waves (after: the server's history).",
+    )
     stop: SweepStop | None = None
     reference_sample: list[int] = Field(
         default_factory=list,

@@ -19,6 +19,28 @@ class Thresholds(BaseModel):
             "for noise."
         ),
     )
+    speedup_resolution: float = Field(
+        default=0.05,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description=(
+            "The narrowest a speedup's interval is ever taken to be, relative, either side of "
+            "its median: pairs taken minutes apart on one server agree this closely at best, "
+            "so a median within 5% of --min-speedup is INCONCLUSIVE however tight its pairs."
+        ),
+    )
+    throughput_drop: float = Field(
+        default=0.10,
+        ge=0,
+        le=1,
+        allow_inf_nan=False,
+        description=(
+            "The server's history: the deepest depth's pairs taken again after the sweep's "
+            "mixed waves, whose interval lies wholly below the first one's and whose median is "
+            "this much (relative) below, is a soft finding with both figures."
+        ),
+    )
     recall_floor: float = Field(
         default=0.75,
         ge=0,
