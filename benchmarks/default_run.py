@@ -56,7 +56,8 @@ class _Phases:
         pass
 
     def phase(self, name: str, requests: int) -> None:
-        self._mark("references" if name.startswith("references") else "replays")
+        self._mark("references" if name.startswith("references")
+                   else "pairs" if name.startswith("throughput pairs") else "replays")
 
     def arm_started(self, arm: ArmResult, total: int) -> None:
         self._mark("references" if arm.spec.role == "reference" and arm.spec.depth is None

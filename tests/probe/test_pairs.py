@@ -79,7 +79,7 @@ def _pairs(speedups: list[float], when: str = "start", n: int = 16) -> PairedThr
                                                      window_s=2.0, window_tokens=20),
                             counted=True, speedup=s) for s in speedups]
     return PairedThroughput(
-        n=n, when=when, max_tokens=30, window_tokens=16, pairs=pairs,  # type: ignore[arg-type]
+        n=n, when=when, max_tokens=30, one_max_tokens=34, window_tokens=16, pairs=pairs,  # type: ignore[arg-type]
         interval=interval(pairs, 0.05),
         load=CpuLoad(cores=2, busy=1.9, client=0.2, engine=1.6, other=0.1, steal=0.0),
     )

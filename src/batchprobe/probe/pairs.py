@@ -33,7 +33,7 @@ from batchprobe.workload.shapes import Send, ShapeContext, ShapePlan
 MAX_SAMPLE_TOKENS = 2048  # the most max_tokens a sample is sized to
 # A window shorter than this is a timing anecdote (a scheduler hiccup of a few ms moves it by
 # percents); the samples grow until their windows hold it as well as the tokens.
-MIN_WINDOW_S = 0.5
+MIN_WINDOW_S = 0.4
 INTERVAL_METHOD = (
     "95% t-interval over the pairs' log speedups, widened to hold their median and never "
     "narrower than the resolution either side of it"
@@ -160,14 +160,17 @@ class PairRunner:
             self.meter.stop()
         return arm.sessions
 
-    async def run(self, plan: PairPlan, extra_s: float | None) -> PairedThroughput:
+    async def run(self, plan: PairPlan, extra_s: float | None,
+                  sized: PairedThroughput | None = None) -> PairedThroughput:
         """At least ``plan.min_pairs`` counted pairs; more, up to ``plan.max_pairs``, while the
-        interval holds the threshold (and, with ``extra_s``, while the pairs have taken less)."""
+        interval holds the threshold (and, with ``extra_s``, while the pairs have taken less).
+        ``sized``: earlier pairs at the same depth, whose samples' sizes are reused."""
         started = time.monotonic()
-        one_tokens = plan.window_tokens + 2
-        many_tokens = min(plan.window_tokens * 3 // 2 + 4, MAX_SAMPLE_TOKENS)
+        one_tokens = sized.one_max_tokens if sized else 2 * plan.window_tokens + 2
+        many_tokens = sized.max_tokens if sized else plan.window_tokens * 3 // 2 + 4
         result = PairedThroughput(n=plan.n, when=plan.when,  # type: ignore[arg-type]
-                                  max_tokens=many_tokens, window_tokens=plan.window_tokens)
+                                  max_tokens=many_tokens, one_max_tokens=one_tokens,
+                                  window_tokens=plan.window_tokens)
         attempts = 0
         while attempts < plan.max_pairs + 2:
             counted = sum(1 for p in result.pairs if p.counted)
@@ -187,7 +190,7 @@ class PairRunner:
             speedup = (many.tokens_per_s / one.tokens_per_s
                        if many.tokens_per_s and one.tokens_per_s else None)
             result.pairs.append(ThroughputPair(one=one, many=many, counted=ok, speedup=speedup))
-            result.max_tokens = many_tokens
+            result.max_tokens, result.one_max_tokens = many_tokens, one_tokens
             if one.errors or many.errors:
                 result.note = f"a sample errored ({one.errors + many.errors} request(s))"
                 if attempts >= 2 and not any(p.counted for p in result.pairs):

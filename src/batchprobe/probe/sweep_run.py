@@ -166,7 +166,8 @@ class Sweep:
         async with arm_client(client, self.run.client_procs(n)) as sender:
             runner = PairRunner(sender, ctx, shapes, CpuMeter(pgid))
             # Pairs past the minimum only while they stay within a tenth of a time budget.
-            result = await runner.run(plan, None if budget is None else budget / 10)
+            earlier = next((p for p in self.throughput if p.n == n), None)
+            result = await runner.run(plan, None if budget is None else budget / 10, earlier)
         self.throughput.append(result)
         self.run.report.envelope = envelope(None, self.steps, self.notes, self.throughput)
         self.run.save()

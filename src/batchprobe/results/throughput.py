@@ -108,6 +108,7 @@ class PairedThroughput(_Model):
         "after: again after the sweep's mixed waves (the server's history)."
     )
     max_tokens: int = Field(description="max_tokens of the N-at-once samples, sized for the window.")
+    one_max_tokens: int = Field(description="max_tokens of the one-at-a-time samples.")
     window_tokens: int = Field(description="The minimum window: tokens per stream while all decode.")
     pairs: list[ThroughputPair] = Field(default_factory=list)
     interval: SpeedupInterval | None = None
