@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
+from rawhttp import read_request
+
 Mode = Literal["text", "surrogate", "surrogate_model", "big", "flood", "drip"]
 
 # What a hostile server says, as JSON string literals (escapes kept as sent).
@@ -47,29 +49,6 @@ class HostileServer:
         with self._lock:
             self.completions += 1
             return self.completions
-
-
-def _read_request(conn: socket.socket) -> tuple[str, bytes] | None:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return None
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    lines = head.split(b"\r\n")
-    path = lines[0].split(b" ")[1].decode()
-    length = 0
-    for line in lines[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    while len(body) < length:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return None
-        body += chunk
-    return path, body
 
 
 def _head(status: bytes, content_type: bytes, extra: bytes = b"") -> bytes:
@@ -167,7 +146,7 @@ def _completion(server: HostileServer, conn: socket.socket, body: bytes, chat: b
 def _serve(server: HostileServer, conn: socket.socket) -> None:
     with conn:
         try:
-            got = _read_request(conn)
+            got = read_request(conn)
             if got is None:
                 return
             path, body = got

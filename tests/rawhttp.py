@@ -43,32 +43,34 @@ class RawServer:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def _read_request(conn: socket.socket) -> bool:
-    """Read one whole request (headers and Content-Length body); False on EOF."""
+def read_request(conn: socket.socket) -> tuple[str, bytes] | None:
+    """Read one whole request (headers and Content-Length body): its path and body; None on
+    EOF."""
     data = b""
     while b"\r\n\r\n" not in data:
         chunk = conn.recv(65536)
         if not chunk:
-            return False
+            return None
         data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
     length = 0
-    for line in head.split(b"\r\n")[1:]:
+    for line in lines[1:]:
         name, _, value = line.partition(b":")
         if name.strip().lower() == b"content-length":
             length = int(value)
     while len(body) < length:
         chunk = conn.recv(65536)
         if not chunk:
-            return False
+            return None
         body += chunk
-    return True
+    return lines[0].split(b" ")[1].decode(), body
 
 
 def _serve_connection(server: RawServer, conn: socket.socket, script: list[Act]) -> None:
     with conn:
         for act in [*script, *["answer"] * 1000]:  # script done: answer and keep it open
-            if not _read_request(conn):
+            if read_request(conn) is None:
                 return
             with server._lock:
                 server.requests_read += 1

@@ -75,6 +75,7 @@ def history(env: Envelope | None, t: Thresholds) -> list[Finding]:
         arm=f"sweep@{start.n}", step=start.n, kind=FindingKind.THROUGHPUT_DROP, severity="soft",
         evidence=evidence,
         message=f"throughput dropped after the sweep's traffic: the speedup at {start.n} in "
-        f"flight was {first.describe()} as the engine started and {later.describe()} after the "
-        "mixed waves (the server's history, not the machine, when the load figures agree)",
+        f"flight was {first.describe()} before any correctness traffic and {later.describe()} "
+        "after the mixed waves (the server's history, not the machine, when the load figures "
+        "agree)",
     )]

@@ -6,13 +6,14 @@ findings' own lines, hard ones first, then every soft one, then what was not jud
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from batchprobe.client.types import ErrorKind
 from batchprobe.judge.judge import Judgement, judge
-from batchprobe.judge.judged import judged_answers, recall
+from batchprobe.judge.judged import Recall, judged_answers, recall
 from batchprobe.judge.throughput import paired, paired_parallel
 from batchprobe.results.arms import ArmComparison, ArmMetrics, ArmResult
 from batchprobe.results.findings import Finding, FindingKind, Judged
@@ -37,15 +38,26 @@ def _not_probed(m: ArmMetrics, status: Status) -> bool:
     return bool(m.sessions) and not m.ok_sessions and unreadable and status is not Status.ENGINE_DIED
 
 
+def _by_path(sessions: list[SessionResult]) -> list[Recall]:
+    by_path: dict[str, list[SessionResult]] = {}
+    for s in sessions:
+        by_path.setdefault(s.situation.api if s.situation else "", []).append(s)
+    return [r for group in by_path.values() if (r := recall(group)).answered]
+
+
 def floor_recall(sessions: list[SessionResult]) -> float | None:
     """The recall the floor reads (``judged.recall``): the best over the request paths. A
     base model recalls over completions only; its chat items fail their own serial
     reference and are not judged, and must not make the completions items unjudged too."""
-    by_path: dict[str, list[SessionResult]] = {}
-    for s in sessions:
-        by_path.setdefault(s.situation.api if s.situation else "", []).append(s)
-    rates = [r for group in by_path.values() if (r := recall(group).rate) is not None]
-    return max(rates, default=None)
+    return max((r.rate for r in _by_path(sessions) if r.rate is not None), default=None)
+
+
+def _wilson_high(hits: int, n: int, z: float = 1.96) -> float:
+    """The high end of the 95% Wilson interval of ``hits`` out of ``n``."""
+    p, z2 = hits / n, z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return centre + half
 
 
 def recall_floor(
@@ -55,8 +67,13 @@ def recall_floor(
     cannot do the task), an info finding on the baseline. A sweep's baseline sends its
     seeded sample and the references of wrong answers: the sample alone is no biased
     reading of what the model can do."""
-    found = floor_recall(_sample(base, envelope)) if base.metrics else None
+    paths = _by_path(_sample(base, envelope)) if base.metrics else []
+    found = max((r.rate for r in paths if r.rate is not None), default=None)
     if found is None or found >= t.recall_floor:
+        return None
+    # One miss in a sample of three is no evidence the model cannot do the task: the floor
+    # holds only where even the high end of a path's interval stays under it.
+    if any(_wilson_high(r.hits, r.answered) >= t.recall_floor for r in paths):
         return None
     return Finding(
         arm=base.spec.name, step=base.spec.depth, kind=FindingKind.NOT_JUDGED, severity="info",

@@ -73,8 +73,8 @@ def _weight(s: SessionResult, chunks: int) -> float:
 def rate_sample(sessions: Sequence[SessionResult], streams: int) -> RateSample:
     """The tokens that arrived while every stream was decoding, over that window. A server
     that never ran them all together (a stream's first token came after another's last: it
-    queued, serial or capped below ``streams``) is rated over the window where all of them
-    were in flight instead: from the first token to the first stream's end."""
+    queued them, serial or capped below ``streams``) is rated over the whole sample instead,
+    from its first token to its last: all the while it had the sample's work to do."""
     errors = sum(1 for s in sessions if s.error is not None)
     whole = arm_metrics(list(sessions), 0.0).decode_tokens_per_s if sessions else None
     arrivals = [_arrivals(s) for s in sessions]
@@ -84,13 +84,13 @@ def rate_sample(sessions: Sequence[SessionResult], streams: int) -> RateSample:
     begin = max(a[0] for a in arrivals)
     window: WindowKind = "all_decoding"
     if begin >= end:
-        begin, window = min(a[0] for a in arrivals), "all_in_flight"
+        begin, end, window = min(a[0] for a in arrivals), max(a[-1] for a in arrivals), "queued"
     tokens, fewest = 0.0, math.inf
     for s, times in zip(sessions, arrivals):
         inside = sum(1 for t in times if begin < t <= end) * _weight(s, len(times))
         tokens += inside
         fewest = min(fewest, inside)
-    if window == "all_in_flight":
+    if window == "queued":
         fewest = tokens  # the streams decoding in turn share the window
     return RateSample(
         streams=streams,

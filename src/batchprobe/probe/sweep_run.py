@@ -154,7 +154,7 @@ class Sweep:
         cfg, shapes = self.config, self.run.plans.shape_ctx
         if shapes is None:
             return
-        label = "as the engine starts" if when == "start" else "again, after the mixed waves"
+        label = "before any correctness traffic" if when == "start" else "again, after the mixed waves"
         self.run.listener.phase(f"throughput pairs at N={n}, {label}", 0)
         plan = PairPlan(
             n=n, min_pairs=cfg.pairs, max_pairs=cfg.max_pairs if when == "start" else cfg.pairs,

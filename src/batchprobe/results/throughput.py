@@ -42,7 +42,7 @@ class CpuLoad(_Model):
         )
 
 
-WindowKind = Literal["all_decoding", "all_in_flight"]
+WindowKind = Literal["all_decoding", "queued"]
 
 
 class RateSample(_Model):
@@ -52,8 +52,8 @@ class RateSample(_Model):
     window: WindowKind = Field(
         default="all_decoding",
         description="all_decoding: from the last stream's first token to the first stream's "
-        "last; all_in_flight: the server never ran every stream together (one queued behind "
-        "another), so from the first token to the first stream's end, while all were sent.",
+        "last; queued: the server never ran every stream together (one queued behind "
+        "another), so the whole sample, from its first token to its last.",
     )
     tokens_per_s: float | None = Field(
         default=None, description="None: an error, or no window where all streams decoded."
