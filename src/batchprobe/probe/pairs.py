@@ -19,7 +19,7 @@ from batchprobe.probe.cpu import CpuMeter
 from batchprobe.probe.metrics import arm_metrics
 from batchprobe.probe.stats import ratio_interval
 from batchprobe.probe.waves import run_mixed_wave
-from batchprobe.results.models import ArmResult, ArmSpec, SessionResult
+from batchprobe.results.models import ArmResult, ArmSpec, RunConfig, SessionResult
 from batchprobe.results.throughput import (
     PairedThroughput,
     RateSample,
@@ -42,7 +42,8 @@ INTERVAL_METHOD = (
 
 @dataclass(frozen=True)
 class PairPlan:
-    """How many pairs, how long a window, and when the pairs may stop."""
+    """How many pairs, how long a window, and when the pairs may stop (``extra_s``: pairs
+    past the minimum only while the pairs have taken less)."""
 
     n: int
     min_pairs: int
@@ -51,6 +52,19 @@ class PairPlan:
     threshold: float
     resolution: float
     when: str
+    extra_s: float | None = None
+
+
+def pair_plan(cfg: RunConfig, n: int, when: str) -> PairPlan:
+    """The run's pairs at ``n``: at the start up to --max-pairs (within a tenth of a time
+    budget) while the interval holds the threshold; after the mixed waves, --pairs of them."""
+    budget = cfg.time_budget_s
+    return PairPlan(
+        n=n, min_pairs=cfg.pairs, max_pairs=cfg.max_pairs if when == "start" else cfg.pairs,
+        window_tokens=cfg.pair_window_tokens, threshold=cfg.thresholds.min_speedup,
+        resolution=cfg.thresholds.speedup_resolution, when=when,
+        extra_s=None if budget is None else budget / 10,
+    )
 
 
 def _arrivals(s: SessionResult) -> list[float]:
@@ -160,11 +174,10 @@ class PairRunner:
             self.meter.stop()
         return arm.sessions
 
-    async def run(self, plan: PairPlan, extra_s: float | None,
-                  sized: PairedThroughput | None = None) -> PairedThroughput:
+    async def run(self, plan: PairPlan, sized: PairedThroughput | None = None) -> PairedThroughput:
         """At least ``plan.min_pairs`` counted pairs; more, up to ``plan.max_pairs``, while the
-        interval holds the threshold (and, with ``extra_s``, while the pairs have taken less).
-        ``sized``: earlier pairs at the same depth, whose samples' sizes are reused."""
+        interval holds the threshold (and within ``plan.extra_s``). ``sized``: earlier pairs
+        at the same depth, whose samples' sizes are reused."""
         started = time.monotonic()
         one_tokens = sized.one_max_tokens if sized else 2 * plan.window_tokens + 2
         many_tokens = sized.max_tokens if sized else plan.window_tokens * 3 // 2 + 4
@@ -174,7 +187,7 @@ class PairRunner:
         attempts = 0
         while attempts < plan.max_pairs + 2:
             counted = sum(1 for p in result.pairs if p.counted)
-            late = extra_s is not None and time.monotonic() - started > extra_s
+            late = plan.extra_s is not None and time.monotonic() - started > plan.extra_s
             if counted >= plan.min_pairs and (
                 late or counted >= plan.max_pairs or decided(result.interval, plan.threshold)
             ):

@@ -23,7 +23,7 @@ from batchprobe.probe.cpu import CpuMeter
 from batchprobe.probe.endpoint import Endpoint, server_lost
 from batchprobe.probe.load import LoadSampler
 from batchprobe.probe.metrics import arm_metrics
-from batchprobe.probe.pairs import PairPlan, PairRunner
+from batchprobe.probe.pairs import PairRunner, pair_plan
 from batchprobe.probe.replay import replay_wrong
 from batchprobe.probe.sweep import envelope, failure_rule, knee, predicted_s, serial_s, step_record
 from batchprobe.probe.waves import run_mixed_wave, run_waves
@@ -151,23 +151,16 @@ class Sweep:
     ) -> None:
         """The throughput pairs at ``n``: at the start, before any correctness traffic (and
         more of them while the interval holds the threshold), or again after the mixed waves."""
-        cfg, shapes = self.config, self.run.plans.shape_ctx
+        shapes = self.run.plans.shape_ctx
         if shapes is None:
             return
         label = "before any correctness traffic" if when == "start" else "again, after the mixed waves"
         self.run.listener.phase(f"throughput pairs at N={n}, {label}", 0)
-        plan = PairPlan(
-            n=n, min_pairs=cfg.pairs, max_pairs=cfg.max_pairs if when == "start" else cfg.pairs,
-            window_tokens=cfg.pair_window_tokens, threshold=cfg.thresholds.min_speedup,
-            resolution=cfg.thresholds.speedup_resolution, when=when,
-        )
-        budget = cfg.time_budget_s
         pgid = ep.process.pgid if ep.process is not None else None
         async with arm_client(client, self.run.client_procs(n)) as sender:
             runner = PairRunner(sender, ctx, shapes, CpuMeter(pgid))
-            # Pairs past the minimum only while they stay within a tenth of a time budget.
             earlier = next((p for p in self.throughput if p.n == n), None)
-            result = await runner.run(plan, None if budget is None else budget / 10, earlier)
+            result = await runner.run(pair_plan(self.config, n, when), earlier)
         self.throughput.append(result)
         self.run.report.envelope = envelope(None, self.steps, self.notes, self.throughput)
         self.run.save()
