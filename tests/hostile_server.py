@@ -11,7 +11,6 @@ byte cap, a drip of a few bytes at a time.
 from __future__ import annotations
 
 import json
-import select
 import socket
 import threading
 import time
@@ -20,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
-from rawhttp import read_request
+from rawhttp import accepting, read_request
 
 Mode = Literal["text", "surrogate", "surrogate_model", "big", "flood", "drip"]
 
@@ -169,25 +168,10 @@ def _serve(server: HostileServer, conn: socket.socket) -> None:
 
 @contextmanager
 def hostile_server(mode: Mode) -> Iterator[HostileServer]:
-    listener = socket.socket()
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(256)
-    server = HostileServer(f"http://127.0.0.1:{listener.getsockname()[1]}", mode)
-    stop = threading.Event()
+    server = HostileServer("", mode)
 
-    def accept_loop() -> None:
-        while not stop.is_set():
-            ready, _, _ = select.select([listener], [], [], 0.05)
-            if ready:
-                conn, _ = listener.accept()
-                threading.Thread(target=_serve, args=(server, conn), daemon=True).start()
+    def accept(conn: socket.socket) -> None:
+        threading.Thread(target=_serve, args=(server, conn), daemon=True).start()
 
-    thread = threading.Thread(target=accept_loop, daemon=True)
-    thread.start()
-    try:
+    with accepting(accept, backlog=256) as server.url:
         yield server
-    finally:
-        stop.set()
-        thread.join()
-        listener.close()

@@ -8,7 +8,7 @@ import json
 import select
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
@@ -85,30 +85,41 @@ def _serve_connection(server: RawServer, conn: socket.socket, script: list[Act])
 
 
 @contextmanager
-def raw_server(scripts: list[list[Act]]) -> Iterator[RawServer]:
+def accepting(on_accept: Callable[[socket.socket], None], backlog: int = 16) -> Iterator[str]:
+    """A loopback listener, its URL yielded: each accepted connection is handed to
+    ``on_accept`` in the accepting thread, in order (long work goes to a thread of its own)."""
     listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    server = RawServer(f"http://127.0.0.1:{listener.getsockname()[1]}", scripts)
+    listener.listen(backlog)
     stop = threading.Event()
 
     def accept_loop() -> None:
         while not stop.is_set():
             ready, _, _ = select.select([listener], [], [], 0.05)
-            if not ready:
-                continue
-            conn, _ = listener.accept()
-            script = scripts[min(server.connections, len(scripts) - 1)]
-            server.connections += 1
-            threading.Thread(
-                target=_serve_connection, args=(server, conn, script), daemon=True
-            ).start()
+            if ready:
+                on_accept(listener.accept()[0])
 
     thread = threading.Thread(target=accept_loop, daemon=True)
     thread.start()
     try:
-        yield server
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
     finally:
         stop.set()
         thread.join()
         listener.close()
+
+
+@contextmanager
+def raw_server(scripts: list[list[Act]]) -> Iterator[RawServer]:
+    server = RawServer("", scripts)
+
+    def accept(conn: socket.socket) -> None:
+        script = scripts[min(server.connections, len(scripts) - 1)]
+        server.connections += 1
+        threading.Thread(
+            target=_serve_connection, args=(server, conn, script), daemon=True
+        ).start()
+
+    with accepting(accept) as server.url:
+        yield server

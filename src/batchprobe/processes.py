@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -103,20 +104,37 @@ def group_members(pgid: int) -> list[int]:
     return launch_processes(pgid)
 
 
-def group_rss_bytes(pgid: int) -> int | None:
-    """Resident memory of every live process in group ``pgid``, summed; None without /proc
-    (macOS) or when the group is gone."""
+def _group_sum(pgid: int, name: str, read: Callable[[str], int]) -> int | None:
+    """``read`` of ``/proc/PID/name`` summed over every live process in group ``pgid``; None
+    without /proc (macOS) or when the group is gone."""
     if not _PROC.is_dir():
         return None
-    page = os.sysconf("SC_PAGE_SIZE")
     total, seen = 0, False
     for pid in group_members(pgid):
         try:
-            resident = int((_PROC / str(pid) / "statm").read_text().split()[1])
+            value = read((_PROC / str(pid) / name).read_text())
         except (OSError, IndexError, ValueError):  # gone between the scan and the read
             continue
-        total, seen = total + resident * page, True
+        total, seen = total + value, True
     return total if seen else None
+
+
+def group_rss_bytes(pgid: int) -> int | None:
+    """Resident memory of every live process in group ``pgid``, summed."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    return _group_sum(pgid, "statm", lambda text: int(text.split()[1]) * page)
+
+
+def _cpu_ticks(stat: str) -> int:
+    # The fields after the command name (which may hold spaces): utime, stime are 12th, 13th.
+    after = stat.rsplit(")", 1)[1].split()
+    return int(after[11]) + int(after[12])
+
+
+def group_cpu_s(pgid: int) -> float | None:
+    """CPU seconds (user and system) every live process in group ``pgid`` has used."""
+    ticks = _group_sum(pgid, "stat", _cpu_ticks)
+    return None if ticks is None else ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _signal_all(pgid: int | None, pids: list[int], sig: signal.Signals) -> None:

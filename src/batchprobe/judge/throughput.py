@@ -8,16 +8,9 @@ from dataclasses import dataclass
 from batchprobe.results.findings import Finding, FindingKind
 from batchprobe.results.sweep import Envelope
 from batchprobe.results.thresholds import Thresholds
-from batchprobe.results.throughput import PairedThroughput
+from batchprobe.results.throughput import PairedThroughput, paired
 
-__all__ = ["PairedParallel", "history", "paired", "paired_parallel"]
-
-
-def paired(env: Envelope | None, when: str) -> PairedThroughput | None:
-    """The pairs taken at ``when`` (start, after), if any were."""
-    if env is None:
-        return None
-    return next((p for p in env.throughput if p.when == when), None)
+__all__ = ["PairedParallel", "history", "paired_parallel"]
 
 
 @dataclass(frozen=True)
@@ -64,7 +57,9 @@ def paired_parallel(pairs: PairedThroughput, env: Envelope, t: Thresholds) -> Pa
 def history(env: Envelope | None, t: Thresholds) -> list[Finding]:
     """A soft finding when the deepest depth, measured again after the mixed waves, is
     slower beyond the first interval: the server's history moved its throughput."""
-    start, after = paired(env, "start"), paired(env, "after")
+    if env is None:
+        return []
+    start, after = paired(env.throughput, "start"), paired(env.throughput, "after")
     if start is None or after is None or start.interval is None or after.interval is None:
         return []
     first, later = start.interval, after.interval

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from batchprobe.client.types import ErrorKind
 from batchprobe.judge.judge import Judgement, judge
 from batchprobe.judge.judged import Recall, judged_answers, recall
-from batchprobe.judge.throughput import paired, paired_parallel
+from batchprobe.judge.throughput import paired_parallel
 from batchprobe.results.arms import ArmComparison, ArmMetrics, ArmResult
 from batchprobe.results.findings import Finding, FindingKind, Judged
 from batchprobe.results.models import Outcome, SessionResult, Status, Verdict
 from batchprobe.results.sweep import Envelope, StopRule
 from batchprobe.results.thresholds import Thresholds
+from batchprobe.results.throughput import paired
 
 # judged_answers is re-exported for probe.sweep; its one definition is judge.judged's.
 __all__ = ["decide", "floor_recall", "reason_lines", "recall_floor"]
@@ -174,7 +175,7 @@ def _judged_parallel(speedup: float, n: int, figure: str, t: Thresholds) -> _Par
 def _parallel_from_envelope(env: Envelope, t: Thresholds) -> _Parallel:
     """Judged on the throughput pairs' interval where they were taken; else (a verdict file
     from before them) on the best correct step deeper than the baseline; None when none ran."""
-    pairs = paired(env, "start")
+    pairs = paired(env.throughput, "start")
     if pairs is not None:
         p = paired_parallel(pairs, env, t)
         return _Parallel(p.parallel, p.why, p.speedup, p.n, p.low, p.high)

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from batchprobe.processes import group_members
+from batchprobe.processes import group_cpu_s
 from batchprobe.results.throughput import CpuLoad
 
 _PROC = Path("/proc")
@@ -40,20 +40,6 @@ def _machine() -> tuple[float, float, float] | None:
     return (total - idle - steal) / ticks, steal / ticks, total / ticks
 
 
-def _group_cpu(pgid: int) -> float | None:
-    ticks = os.sysconf("SC_CLK_TCK")
-    total, seen = 0, False
-    for pid in group_members(pgid):
-        try:
-            # Fields after the command name (which may hold spaces): utime is the 12th.
-            after = (_PROC / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
-            total += int(after[11]) + int(after[12])
-            seen = True
-        except (OSError, IndexError, ValueError):
-            continue
-    return total / ticks if seen else None
-
-
 def _own_cpu() -> float:
     """This process's CPU time and its waited-for children's (the client workers')."""
     own = os.times()
@@ -66,7 +52,7 @@ def _read(pgid: int | None) -> _Reading | None:
         return None
     busy, steal, total = machine
     return _Reading(time.monotonic(), busy, steal, total, _own_cpu(),
-                    _group_cpu(pgid) if pgid is not None else None)
+                    group_cpu_s(pgid) if pgid is not None else None)
 
 
 class CpuMeter:

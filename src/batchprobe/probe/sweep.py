@@ -15,7 +15,7 @@ from batchprobe.probe.metrics import most_at_once
 from batchprobe.results.findings import Finding, FindingKind, Judged
 from batchprobe.results.models import MAX_DEPTH, ArmComparison, ArmResult, RunConfig, SessionResult
 from batchprobe.results.sweep import Envelope, ServerLoad, StopRule, SweepStep
-from batchprobe.results.throughput import PairedThroughput
+from batchprobe.results.throughput import PairedThroughput, paired
 
 # Throughput growth under this fraction over the step before, twice in a row, is the knee.
 KNEE_GROWTH = 0.10
@@ -150,7 +150,7 @@ def envelope(
     baseline: ArmResult | None, steps: Sequence[SweepStep], notes: Sequence[str] = (),
     throughput: Sequence[PairedThroughput] = (),
 ) -> Envelope:
-    start = next((p for p in throughput if p.when == "start"), None)
+    start = paired(throughput, "start")
     ordered = sorted(
         (s.model_copy(update={"paired_speedup": start.interval})
          if start is not None and s.n == start.n else s for s in steps),

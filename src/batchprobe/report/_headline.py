@@ -16,6 +16,7 @@ from batchprobe.report._envelope import Fact
 from batchprobe.results.findings import Finding, FindingKind
 from batchprobe.results.models import Report, Status
 from batchprobe.results.sweep import Envelope, StopRule
+from batchprobe.results.throughput import paired
 
 
 def _speedup(report: Report) -> tuple[float, int] | None:
@@ -54,8 +55,7 @@ def history_sentence(report: Report) -> str:
     env = report.envelope
     if not dropped or env is None:
         return ""
-    figures = {p.when: p for p in env.throughput if p.interval is not None}
-    start, after = figures.get("start"), figures.get("after")
+    start, after = paired(env.throughput, "start"), paired(env.throughput, "after")
     if start is None or after is None or start.interval is None or after.interval is None:
         return ""
     return (f"Slower after its own traffic: {start.interval.median:.1f}× → "

@@ -9,6 +9,7 @@ machine's load during the samples says why an interval may be wide.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -115,3 +116,8 @@ class PairedThroughput(_Model):
     load: CpuLoad | None = None
     wall_s: float = 0.0
     note: str | None = Field(default=None, description="Why the measurement stopped short.")
+
+
+def paired(throughput: Sequence[PairedThroughput], when: str) -> PairedThroughput | None:
+    """The pairs taken at ``when`` (start, after), if any were."""
+    return next((p for p in throughput if p.when == when), None)
