@@ -25,6 +25,9 @@ def default_run(tmp_path: Path, sweep: str | None = None, **fake: object) -> Rep
 # A failing step stops the sweep; at depth 2 whether an open row shares the server with a
 # sampled one at its first token is up to scheduling, at 4 (the first params rows together) not.
 LEAK_SWEEP = "1,4"
+# The leak fires only between rows in flight together: a first token 150 ms out keeps the
+# wave's four rows together even when a loaded machine sends them tens of ms apart.
+TOGETHER: dict[str, object] = {"ttft_ms": 150.0}
 
 
 def _rows(report: Report, role: str) -> tuple[list[SessionResult], list[SessionResult]]:
@@ -56,7 +59,8 @@ def test_a_healthy_fake_keeps_every_open_row_top1_and_every_role_answered(tmp_pa
 
 
 def test_param_leak_shows_in_open_rows_logprobs_and_text(tmp_path: Path) -> None:
-    report = default_run(tmp_path, LEAK_SWEEP, fault="param_leak", fault_when="params")
+    report = default_run(tmp_path, LEAK_SWEEP, fault="param_leak", fault_when="params",
+                         **TOGETHER)
     serial, concurrent = _rows(report, "open")
     assert _off_top(serial) == []
     leaked = _off_top(concurrent)
@@ -71,7 +75,8 @@ def test_param_leak_shows_in_open_rows_logprobs_and_text(tmp_path: Path) -> None
 
 def test_without_logprobs_only_the_divergence_is_left(tmp_path: Path) -> None:
     report = default_run(
-        tmp_path, LEAK_SWEEP, fault="param_leak", fault_when="params", logprobs_format="none"
+        tmp_path, LEAK_SWEEP, fault="param_leak", fault_when="params", logprobs_format="none",
+        **TOGETHER,
     )
     serial, concurrent = _rows(report, "open")
     assert all(s.top_logprobs == [] for s in serial + concurrent)

@@ -144,3 +144,16 @@ def test_a_server_slowed_by_its_history_gives_the_history_finding(tmp_path: Path
     # Parallel rests on the engine as it started; the drop is named beside the verdict.
     assert v.parallel is True and v.outcome is Outcome.PASS, v.reasons
     assert any(r.startswith("soft: ") and "throughput dropped" in r for r in v.reasons)
+
+
+def test_a_buffering_server_gives_no_window_and_no_parallel_decision(tmp_path: Path) -> None:
+    # Every reply in one write: two pairs, the second of twice the tokens, both buffered.
+    report = run(tmp_path, [*CONTINUOUS, "--fault", "buffered"], sweep="1,4")
+    env = report.envelope
+    assert env is not None
+    start = env.throughput[0]
+    assert start.interval is None and start.pairs == []
+    assert start.note is not None and "buffered" in start.note
+    v = report.verdict
+    assert v.parallel is None and v.outcome is Outcome.INCONCLUSIVE, v.reasons
+    assert "buffered" in v.parallel_reason

@@ -144,7 +144,7 @@ def interval_text(found: SpeedupInterval | None) -> str:
 
 
 PAIR_COLUMNS = ("when", "N", "pairs", "speedup [CI]", "1 alone tok/s", "N at once tok/s",
-                "window", "machine cores busy", "wall s")
+                "window", "machine cores busy", "wall s", "note")
 
 
 def pair_cells(pairs: PairedThroughput) -> list[str]:
@@ -160,11 +160,12 @@ def pair_cells(pairs: PairedThroughput) -> list[str]:
         "start" if pairs.when == "start" else "after the waves",
         str(pairs.n),
         f"{len(counted)} of {len(pairs.pairs)}",
-        interval_text(pairs.interval) if pairs.interval is not None else (pairs.note or "-"),
+        interval_text(pairs.interval),
         _fmt(ones[len(ones) // 2] if ones else None, ".1f"),
         _fmt(manys[len(manys) // 2] if manys else None, ".1f"),
         f"{windows[len(windows) // 2]:.2f} s" if windows else "-",
         "-" if load is None else f"{load.busy:.2f} of {load.cores}: {engine}client "
         f"{load.client:.2f}, other {load.other:.2f}; steal {load.steal:.1%}",
         f"{pairs.wall_s:.1f}",
+        pairs.note or "-",
     ]

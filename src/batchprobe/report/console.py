@@ -91,7 +91,7 @@ def pairs_table(report: Report, width: int = _WIDTH) -> Table | None:
         return None
     rows = [pair_cells(p) for p in env.throughput]
     return fitted_table("throughput pairs (1 alone, then N at once, in turn)", PAIR_COLUMNS,
-                        rows, width, left=("machine cores busy",))
+                        rows, width, left=("machine cores busy", "note"))
 
 
 def _print_answer(console: Console, report: Report) -> None:
