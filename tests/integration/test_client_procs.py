@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from batchprobe.fake import FAULT_MODES, FakeServerConfig
-from batchprobe.fake._config import TURN_FAULTS
+from batchprobe.fake._config import ABORT_FAULTS, TURN_FAULTS
 from batchprobe.judge.compare import compare
 from batchprobe.probe.sweep import step_record
 from batchprobe.results import ArmSpec, Report, RunConfig
@@ -95,6 +95,13 @@ def _mode(fault: str) -> tuple[FakeServerConfig, dict[str, object]]:
         base["prefix_cache"] = True  # a conversation bug lives in a prefix cache
     if fault == "hang":
         overrides.update(request_timeout_s=1.0, shapes=["burst"])
+    if fault in ABORT_FAULTS:
+        # Set off by a hang-up alone: the aborts wave, its long prompt still in prefill
+        # (100 ms) when the drop comes; a wedged server is found within a second or two.
+        base["ttft_ms"] = 100.0
+        overrides["shapes"] = ["aborts"]
+        if fault == "abort_wedge":
+            overrides.update(request_timeout_s=2.0, liveness_timeout_s=1.0)
     return FakeServerConfig(**base), overrides  # type: ignore[arg-type]
 
 

@@ -21,8 +21,11 @@ def default_plan(tmp_path: Path, fault: str) -> Report:
     output = tmp_path / "verdict.json"
     config = FakeServerConfig(ttft_ms=30.0, itl_ms=3.0, prefix_cache=True, fault=fault)  # type: ignore[arg-type]
     with FakeServerThread(config) as server:
+        # Every shape but aborts, whose own conversation (a dropped turn, then the next one)
+        # the turn faults hit too: these tests read the conversation shape's turns.
         plan = plan_run(
-            base_url=server.base_url, output=output, sessions=4, haystack_tokens=200, max_tokens=24
+            base_url=server.base_url, output=output, sessions=4, haystack_tokens=200,
+            max_tokens=24, shapes="burst,join,ragged,early,repeat,params,conversation",
         )
         report = run_plan(plan)
     assert read_report(output) == report

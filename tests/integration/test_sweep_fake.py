@@ -122,7 +122,7 @@ def test_every_step_keeps_the_depth_it_says(tmp_path: Path) -> None:
     stepped = {s.session for a in report.arms if a.spec.role == "step" for s in a.sessions}
     assert set(sent) <= stepped and len(sent) < len(stepped) // 4
     assert {s.shape for s in report.arm("sweep@4").sessions} == {  # type: ignore[union-attr]
-        "burst", "join", "ragged", "early", "repeat", "params", "conversation"
+        "burst", "join", "ragged", "early", "repeat", "params", "conversation", "aborts"
     }
 
 

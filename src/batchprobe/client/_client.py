@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from time import perf_counter
 from types import TracebackType
 from typing import Any, Literal
@@ -211,12 +211,17 @@ class OpenAIClient:
     # --- completions ---------------------------------------------------------------
 
     async def complete(
-        self, req: CompletionRequest, on_progress: Callable[[int], None] | None = None
+        self,
+        req: CompletionRequest,
+        on_progress: Callable[[int], None] | None = None,
+        hang_up: asyncio.Event | None = None,
     ) -> RequestRecord:
         """Send one request; a per-request failure is recorded in ``error``, never raised.
 
         ``on_progress`` is called after each network read with the chunks streamed so far
-        (traffic shapes send a request when others have streamed k tokens).
+        (traffic shapes send a request when others have streamed k tokens). Once ``hang_up``
+        is set the client closes the connection mid-reply, as a user who stops a stream does:
+        the record keeps what came before, ``hung_up`` true and no error.
         """
         parser = ReplyParser(
             req.api,
@@ -229,13 +234,20 @@ class OpenAIClient:
         started = perf_counter()
         error = None
         reconnects: list[str] = []
+        hung_up = False
         try:
-            await self._exchange(req, parser, reconnects, on_progress)
-            parser.finish(perf_counter())
+            exchange = self._exchange(req, parser, reconnects, on_progress)
+            if hang_up is None:
+                await exchange
+            else:
+                hung_up = await _unless(exchange, hang_up)
+            if not hung_up:
+                parser.finish(perf_counter())
         except _REQUEST_FAILURES as exc:
             error = classify(exc, self.timeouts)
         record = parser.record(req.request_id, started, perf_counter(), error)
         record.reconnect = reconnects[0] if reconnects else None
+        record.hung_up = hung_up
         return record
 
     def request_body(self, req: CompletionRequest) -> dict[str, Any]:
@@ -256,7 +268,13 @@ class OpenAIClient:
             "POST", self._urls[req.api], data=body, headers=headers, reconnects=reconnects
         )
         async with resp:
-            await _read_reply(resp, parser, self.limits.max_body_bytes, self.timeouts, on_progress)
+            try:
+                await _read_reply(
+                    resp, parser, self.limits.max_body_bytes, self.timeouts, on_progress
+                )
+            except asyncio.CancelledError:
+                resp.close()  # a hang-up: the connection goes, never back to the pool
+                raise
 
     async def _send(
         self, method: str, url: URL, *, data: bytes | None, headers: dict[str, str],
@@ -290,6 +308,26 @@ class OpenAIClient:
             if resp.headers.get("Connection", "").lower() == "close":
                 self.connection_policy.go_fresh("the server answered 'Connection: close'")
             return resp
+
+
+async def _unless(exchange: Coroutine[Any, Any, None], hang_up: asyncio.Event) -> bool:
+    """Run ``exchange`` until it ends or ``hang_up`` is set; True when the client hung up
+    first (the exchange is cancelled: ``_exchange`` closes the connection, whose reply was
+    not read to its end, so it is never reused)."""
+    task = asyncio.ensure_future(exchange)
+    signal = asyncio.ensure_future(hang_up.wait())
+    try:
+        await asyncio.wait((task, signal), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        hung_up = not task.done()
+        if hung_up:
+            task.cancel()  # a hang-up, or this request itself cancelled
+        signal.cancel()
+    if not hung_up:
+        await task  # it ended first: its result, or its failure
+        return False
+    await asyncio.wait((task,))  # the connection closed before the record is made
+    return True
 
 
 async def _read_reply(

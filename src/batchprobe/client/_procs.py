@@ -44,7 +44,10 @@ class Completer(Protocol):
     connection_policy: ConnectionPolicy
 
     async def complete(
-        self, req: CompletionRequest, on_progress: Callable[[int], None] | None = None
+        self,
+        req: CompletionRequest,
+        on_progress: Callable[[int], None] | None = None,
+        hang_up: asyncio.Event | None = None,
     ) -> RequestRecord: ...
 
     def request_body(self, req: CompletionRequest) -> dict[str, Any]: ...
@@ -92,6 +95,7 @@ class _Worker:
         self.loop = asyncio.get_running_loop()
         self.done = self.loop.create_future()
         self.tasks: dict[int, asyncio.Task[None]] = {}
+        self.hang_ups: dict[int, asyncio.Event] = {}
         self.dirty: dict[int, int] = {}
         self.flush: asyncio.TimerHandle | None = None
 
@@ -105,8 +109,13 @@ class _Worker:
 
     def _command(self, msg: tuple[Any, ...]) -> None:
         if msg[0] == "req":
-            idx, req = msg[1], msg[2]
-            self.tasks[idx] = self.loop.create_task(self._one(idx, req))
+            idx, req, hangs_up = msg[1], msg[2], msg[3]
+            event = asyncio.Event() if hangs_up else None
+            if event is not None:
+                self.hang_ups[idx] = event
+            self.tasks[idx] = self.loop.create_task(self._one(idx, req, event))
+        elif msg[0] == "hangup" and msg[1] in self.hang_ups:
+            self.hang_ups[msg[1]].set()
         elif msg[0] == "cancel" and msg[1] in self.tasks:
             self.tasks[msg[1]].cancel()
         elif msg[0] == "lag":
@@ -119,12 +128,13 @@ class _Worker:
         if not self.done.done():
             self.done.set_result(None)
 
-    async def _one(self, idx: int, req: CompletionRequest) -> None:
+    async def _one(self, idx: int, req: CompletionRequest, hang_up: asyncio.Event | None) -> None:
         try:
-            record = await self.client.complete(req, lambda n: self._progress(idx, n))
+            record = await self.client.complete(req, lambda n: self._progress(idx, n), hang_up)
         finally:
             self.tasks.pop(idx, None)
             self.dirty.pop(idx, None)
+            self.hang_ups.pop(idx, None)
         self.conn.send(("done", idx, record))
 
     def _progress(self, idx: int, chunks: int) -> None:
@@ -181,6 +191,11 @@ def _spawn() -> tuple[subprocess.Popen[bytes], socket.socket]:
         argv = [sys.executable, "-m", "batchprobe.client._worker", str(theirs.fileno())]
         process = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
     return process, ours
+
+
+async def _relay_hang_up(hang_up: asyncio.Event, conn: _Channel, idx: int) -> None:
+    await hang_up.wait()
+    conn.send(("hangup", idx))
 
 
 class ClientPool:
@@ -259,20 +274,30 @@ class ClientPool:
         return self.client.request_body(req)
 
     async def complete(
-        self, req: CompletionRequest, on_progress: Callable[[int], None] | None = None
+        self,
+        req: CompletionRequest,
+        on_progress: Callable[[int], None] | None = None,
+        hang_up: asyncio.Event | None = None,
     ) -> RequestRecord:
-        """As :meth:`OpenAIClient.complete`, on the worker with the fewest requests in flight."""
+        """As :meth:`OpenAIClient.complete`, on the worker with the fewest requests in flight
+        (a hang-up is passed on to that worker when ``hang_up`` is set)."""
         handle = min(self._workers, key=lambda w: len(w.pending))
         idx = next(self._ids)
         future: asyncio.Future[RequestRecord] = asyncio.get_running_loop().create_future()
         handle.pending[idx] = (future, on_progress)
-        handle.conn.send(("req", idx, req))
+        handle.conn.send(("req", idx, req, hang_up is not None))
+        relay = None
+        if hang_up is not None:
+            relay = asyncio.ensure_future(_relay_hang_up(hang_up, handle.conn, idx))
         try:
             return await future
         except asyncio.CancelledError:
             handle.pending.pop(idx, None)
             handle.conn.send(("cancel", idx))
             raise
+        finally:
+            if relay is not None:
+                relay.cancel()
 
     async def loop_lag(self) -> list[LoopLag]:
         """Each process's loop lag since the last call (the parent's first), and the workers'

@@ -140,6 +140,11 @@ class RequestRecord(BaseModel):
         description="Why the request was sent a second time, on a fresh connection: the first "
         "send provably never reached the server (a kept-alive connection it had closed).",
     )
+    hung_up: bool = Field(
+        default=False,
+        description="The client hung up mid-stream on purpose (a client abort): the text is what "
+        "came before; no finish_reason or usage is expected.",
+    )
 
     @property
     def ok(self) -> bool:

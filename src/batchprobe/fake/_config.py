@@ -44,6 +44,14 @@ Fault = Literal[
     # Conversation bugs of a prefix cache (they need prefix_cache: a cold request is spared).
     "conversation_leak",
     "stale_turn",
+    # Client-abort bugs, each only once a client hangs up mid-stream (fault_when aside):
+    # later requests answered with the dropped one's prompt; every generation stopped when
+    # the drop came while another request waited for its first token; the dropped request
+    # generated on to its max_tokens; or its slot held for good.
+    "abort_leak",
+    "abort_wedge",
+    "abort_ignored",
+    "abort_held",
 ]
 FaultWhen = Literal[
     "always", "concurrent", "above", "join", "ragged", "early", "repeat", "params", "warmup"
@@ -58,6 +66,9 @@ LATE_FAULTS: tuple[str, ...] = LateFault.__args__  # type: ignore[attr-defined]
 
 # The faults that count answered requests (exit_after).
 _COUNTED = ("exit_after", "stall")
+
+# The faults a client's hang-up sets off (fake._state.ServerState.client_gone).
+ABORT_FAULTS: tuple[str, ...] = ("abort_leak", "abort_wedge", "abort_ignored", "abort_held")
 
 # The faults that answer a conversation turn from the wrong cached prompt (fake._turns).
 TURN_FAULTS: tuple[str, ...] = ("conversation_leak", "stale_turn")

@@ -131,7 +131,7 @@ async def _generate(request: web.Request, api: Api) -> web.StreamResponse:
     code = asked_code(gen.prompt) or find_needle_code(gen.prompt)
     # The healthy answer, known on arrival: its length is what the early trigger compares.
     healthy = respond(gen, prompt=gen.prompt, code=code, sampling=gen.sampling, vocab=state.vocab)
-    with state.track(gen, code, len(healthy.texts)) as flight:
+    with state.track(gen, code, len(healthy.texts), request.transport) as flight:
         async with state.slot(flight):
             response = await _reply(request, state, flight, healthy)
     if state.config.fault in TURN_FAULTS:
@@ -147,6 +147,8 @@ async def _reply(
     cached = state.cache_hit(gen.prompt, use_cache=gen.cache_prompt)
     clock = _clock(state, flight, cached=cached)
     await sleep_until(clock.due())
+    if state.wedged:
+        await asyncio.Event().wait()  # abort_wedge: generation stopped during its prefill
     # Faults are decided when the first token is due, so every request of a concurrent
     # burst has arrived and "concurrent" sees them all, as a batched prefill would.
     faulted = state.fault_applies(flight)
@@ -180,7 +182,10 @@ async def _reply(
             answer, clock, encoder, tail, progress, fault, close_after=config.close_after_stream,
             tokens_per_delta=config.tokens_per_delta,
         )
-        return await write_stream(request, plan, headers)
+        response = await write_stream(request, plan, headers)
+        if flight.hung_up:
+            await _after_hang_up(state, clock, progress, flight)
+        return response
     answer = await generate_silently(clock, progress, answer)
     # Only writing is left: the body goes out after this handler returns, _broken_body's
     # half before.
@@ -194,6 +199,21 @@ async def _reply(
     if faulted and config.fault in ("malformed_sse", "truncated_stream"):
         return await _broken_body(request, body, config.fault, headers)
     return web.Response(body=body, content_type="application/json", headers=headers)
+
+
+async def _after_hang_up(
+    state: ServerState, clock: TokenClock, progress: Progress, flight: Flight
+) -> None:
+    """A dropped request under abort_ignored generates on, unseen, to its planned length
+    (holding its slot, counted running); under abort_held it holds its slot for good."""
+    if state.config.fault == "abort_held":
+        await asyncio.Event().wait()
+    if state.config.fault != "abort_ignored":
+        return
+    while flight.generated < flight.planned:
+        clock.advance()
+        await sleep_until(clock.due())
+        progress.token()
 
 
 def _usage_counter(
@@ -245,6 +265,10 @@ def _answer(state: ServerState, flight: Flight, healthy: Answer) -> Answer:
         return _corrupted(state, flight, corrupt)
     if fault in _LEAKS:
         return _leaked(state, flight, fault)
+    if fault == "abort_leak" and state.dropped is not None:
+        other = state.dropped
+        return respond(flight.gen, prompt=other.gen.prompt, code=other.code,
+                       sampling=flight.gen.sampling, vocab=state.vocab)
     if fault == "stop_shared":
         return _stop_shared(state, flight)
     return healthy

@@ -38,6 +38,15 @@ class Progress:
         """Token sent (or, without streaming, generated)."""
         self._state.note_token(self._flight)
 
+    @property
+    def wedged(self) -> bool:
+        """The server stopped generating (abort_wedge): no token is due any more."""
+        return self._state.wedged
+
+    def gone(self) -> None:
+        """The client hung up before the reply's end."""
+        self._state.client_gone(self._flight)
+
     def finish(self) -> None:
         """Only the reply's last bytes are left to write: it stops counting as in flight."""
         self._state.finish(self._flight)

@@ -20,7 +20,7 @@ from typing import Literal, TypeVar
 from aiohttp import web
 
 from batchprobe.fake import _triggers
-from batchprobe.fake._config import WARMUP_PREFIX, FakeServerConfig
+from batchprobe.fake._config import ABORT_FAULTS, WARMUP_PREFIX, FakeServerConfig
 from batchprobe.fake._model import checkable
 from batchprobe.fake._requests import GenRequest, Sampling
 from batchprobe.fake._tokens import Vocabulary
@@ -65,6 +65,11 @@ class Flight:
     """Its reply is complete but for its last bytes (see ``ServerState.finish``)."""
     resent: bool = False
     """wrong_resend: the server received this prompt before, in its lifetime."""
+    hung_up: bool = False
+    """Its client closed the connection before the reply's end."""
+    connection: asyncio.BaseTransport | None = None
+    after_hang_up: bool = False
+    """It arrived after another request's client hung up (before the server noticed)."""
 
 
 class ServerState:
@@ -98,6 +103,9 @@ class ServerState:
         self.turns = TurnMemory()  # the conversation bug modes' cache (fake._turns)
         self.answered = 0
         self.stalled = False  # the stall fault: no generation request is answered any more
+        self.wedged = False  # abort_wedge: not even the requests in flight generate
+        self.dropped: Flight | None = None
+        """abort_leak: the last request of the busy period whose client hung up."""
         self.requests: Counter[str] = Counter()
         """Generation requests received, by path (``completions``, ``chat``), served or not."""
         self.stop_event = asyncio.Event()
@@ -122,17 +130,24 @@ class ServerState:
         return self._unfinished - self._running
 
     @contextlib.contextmanager
-    def track(self, gen: GenRequest, code: str | None, planned: int) -> Iterator[Flight]:
+    def track(
+        self, gen: GenRequest, code: str | None, planned: int,
+        connection: asyncio.BaseTransport | None = None,
+    ) -> Iterator[Flight]:
         """Count a request as in flight (queued or generating) for the duration; leaving is
-        its departure from the batch, however the reply ended."""
+        its departure from the batch, however the reply ended. ``connection``: its client's,
+        whose close (a hang-up) takes it out of the load a later arrival sees."""
         self._unfinished += 1
+        hung_up = self._hung_up_unfinished()
         flight = Flight(
             seq=self._next_seq,
             gen=gen,
             code=code,
             arrival_tick=self._tick(),
             crowded_at_arrival=bool(self._inflight),
-            load_at_arrival=self._unfinished,
+            load_at_arrival=self._unfinished - hung_up,
+            connection=connection,
+            after_hang_up=hung_up > 0,
             joined_decoding=self._decoding > 0,
             planned=planned,
         )
@@ -158,6 +173,15 @@ class ServerState:
             if not self._inflight:
                 self._period.clear()
                 self._period_heads.clear()
+                self.dropped = None
+
+    def _hung_up_unfinished(self) -> int:
+        """Requests in flight, not finished, whose client has closed its connection: the
+        server has not written to it since, but no client waits for them any more."""
+        return sum(
+            1 for f in self._inflight.values()
+            if not f.finished and f.connection is not None and f.connection.is_closing()
+        )
 
     def note_token(self, flight: Flight) -> None:
         """``flight`` generated one more token; its last one is its departure."""
@@ -217,6 +241,9 @@ class ServerState:
         config = self.config
         if config.fault == "none":
             return False
+        if config.fault in ABORT_FAULTS:
+            dropped = self.dropped
+            return config.fault == "abort_leak" and dropped is not None and flight.seq > dropped.seq
         if config.fault == "wrong_resend" and not flight.resent:
             return False
         if config.fault == "flip_once" and (self.flipped or not checkable(flight.gen, flight.code)):
@@ -288,6 +315,19 @@ class ServerState:
             self._sent.clear()
         self._sent.add(key)
         return False
+
+    def client_gone(self, flight: Flight) -> None:
+        """``flight``'s client hung up mid-reply: what the abort faults do about it."""
+        flight.hung_up = True
+        fault = self.config.fault
+        if fault == "abort_leak":
+            self.dropped = flight
+        elif fault == "abort_wedge" and any(
+            f.first_tick is None and not f.after_hang_up
+            for f in self._inflight.values() if f is not flight
+        ):
+            # The drop came during another's prefill: nothing generates any more.
+            self.stalled = self.wedged = True
 
     def note_answered(self) -> None:
         """Count one answered generation request; stop the server when exit_after says so."""

@@ -81,7 +81,8 @@ async def write_stream(
             # truncated_stream: drop the connection mid-reply, no terminating chunk.
             request.transport.close()
     except ConnectionError:
-        pass  # the client went away (or stopped reading a runaway reply); nobody to tell
+        # The client went away (or stopped reading a runaway reply): nobody to tell.
+        plan.progress.gone()
     return response
 
 
@@ -131,6 +132,9 @@ async def _emit(response: web.StreamResponse, plan: StreamPlan) -> bool:
     while index < len(answer.texts):
         if index:
             clock.advance()
+        if progress.wedged:
+            await response.write(b"".join(pending))
+            await asyncio.Event().wait()  # abort_wedge: no token comes any more
         delay = clock.due() - loop.time()
         if delay > 0:
             if pending and fault != "buffered":

@@ -58,7 +58,8 @@ def compare(arm: ArmResult, baseline: ArmResult) -> ArmComparison:
     for s in arm.sessions:
         base = base_ok.get((s.workload, s.session))
         # A later conversation turn continues its own arm's answers: only equal prompts compare.
-        if base is None or not s.ok or _sampled(s) or base.prompt_digest != s.prompt_digest:
+        if (base is None or not s.ok or s.hung_up or _sampled(s)
+                or base.prompt_digest != s.prompt_digest):
             continue
         comparison.greedy_compared += 1
         divergence = first_divergence(base, s)

@@ -41,7 +41,7 @@ from batchprobe.judge.answers import (
 from batchprobe.judge.divergence import sampled_divergence
 from batchprobe.judge.references import References, is_reference, needs_reference, references
 from batchprobe.results.arms import ArmComparison, ArmResult
-from batchprobe.results.findings import CheckName, Finding, FindingKind, Judged
+from batchprobe.results.findings import CheckName, Finding, FindingKind, Judged, Severity
 from batchprobe.results.sessions import SessionResult
 from batchprobe.results.shapes import SelfCheck
 from batchprobe.results.thresholds import Thresholds
@@ -269,9 +269,40 @@ def _flip_rate(arm: ArmResult, flips: list[Finding], judged: int, t: Thresholds)
     )
 
 
-def _arm_level(arm: ArmResult) -> list[Finding]:
+def _capacity(arm: ArmResult, t: Thresholds) -> Finding | None:
+    """Requests its clients dropped that the server went on running: hard when some still
+    ran at the deadline after the step's last request ended (the capacity is gone for good),
+    soft when the server ran more requests than were open for longer than the grace."""
+    c = arm.capacity
+    if c is None:
+        return None
+    dropped = [s.session for s in arm.sessions if s.hung_up]
+    severity: Severity = "hard"
+    said = (f"{c.source} counted up to {c.excess_max} request(s) running beyond those the client "
+            f"had open, for {c.excess_s:.1f} s at most, after {c.hung_up} client abort(s)")
+    if c.drained_s is None:
+        message = (f"dropped requests never stopped: {said}; {c.deadline_s:.0f} s after the "
+                   "step's last request ended the server still ran some (capacity lost for good)")
+    elif c.excess_s > t.abort_grace_s:
+        message = (f"dropped requests ran on: {said} (beyond the {t.abort_grace_s:g} s grace); "
+                   f"the server ran none {c.drained_s:.1f} s after the step (capacity lost "
+                   "while they ran)")
+        severity = "soft"
+    else:
+        return None
+    return Finding(arm=arm.spec.name, step=_step(arm), shape="aborts",
+                   kind=FindingKind.ABORT_IGNORED, severity=severity, sessions=dropped,
+                   evidence=f"excess {c.excess_max} for {c.excess_s:.1f} s; drained "
+                   + ("never" if c.drained_s is None else f"after {c.drained_s:.1f} s"),
+                   message=message)
+
+
+def _arm_level(arm: ArmResult, t: Thresholds) -> list[Finding]:
     base = {"arm": arm.spec.name, "step": _step(arm)}
     found = []
+    capacity = _capacity(arm, t)
+    if capacity is not None:
+        found.append(capacity)
     if arm.warm_up_error is not None:
         e = arm.warm_up_error
         found.append(Finding(**base, kind=FindingKind.WARM_UP, error_kind=e.kind,  # type: ignore[arg-type]
@@ -280,13 +311,35 @@ def _arm_level(arm: ArmResult) -> list[Finding]:
     if arm.error is not None:
         found.append(Finding(**base, kind=FindingKind.NOT_RUN, message=arm.error))  # type: ignore[arg-type]
     if arm.server_alive_after is False:
+        dropped = [s for s in arm.sessions if s.hung_up]
         found.append(Finding(**base, kind=FindingKind.SERVER_DEAD,  # type: ignore[arg-type]
-                             message="the server stopped answering (no 1-token generation)"))
+                             sessions=[s.session for s in dropped],
+                             message="the server stopped answering (no 1-token generation)"
+                             + _after_aborts(dropped)))
     if arm.state in ("failed", "interrupted", "running", "pending"):
         severity = "hard" if arm.state == "failed" else "info"
         found.append(Finding(**base, kind=FindingKind.NOT_RUN, severity=severity,  # type: ignore[arg-type]
                              message=f"did not complete (state {arm.state})"))
     return found
+
+
+def _waiting(s: SessionResult) -> list[int]:
+    return (s.situation.waiting_at_hang_up or []) if s.situation is not None else []
+
+
+def _after_aborts(dropped: list[SessionResult]) -> str:
+    """What a server that stopped serving had been through: its clients' hang-ups, and who
+    waited for a first token (in prefill, or queued) at each."""
+    if not dropped:
+        return ""
+    drops = "; ".join(
+        f"session {s.session} hung up after {len(s.chunk_ends)} chunk(s)"
+        + (f" while session(s) {', '.join(map(str, _waiting(s)))} waited for their first token"
+           if _waiting(s) else "")
+        for s in dropped[:4]
+    )
+    more = f" (and {len(dropped) - 4} more)" if len(dropped) > 4 else ""
+    return f", after {len(dropped)} client abort(s) in this step: {drops}{more}"
 
 
 def _errors_grouped(found: list[Finding]) -> list[Finding]:
@@ -326,13 +379,15 @@ class ArmJudgement:
 
 def judge_arm(arm: ArmResult, reference: bool, refs: References, t: Thresholds) -> ArmJudgement:
     """Every finding of one arm (or step), and how many answers each check judged."""
-    found = _arm_level(arm)
+    found = _arm_level(arm, t)
     tally = _Tally()
     awaiting: list[int] = []
     for s in arm.sessions:
         if s.error is not None:
             found.append(_error(arm, s, refs, reference))
             continue
+        if s.hung_up:
+            continue  # cut by its own client on purpose: its retry and neighbours are judged
         tally.count(s.shape, "errors")
         if not reference:
             # Every answer that came back is judged for another session's content.

@@ -88,8 +88,10 @@ def needs_reference(s: SessionResult, slack: int, logprobs: bool = True) -> bool
     """Whether this concurrent answer's judgement rests on its cold serial reference
     (``logprobs``: the server gave the open rows logprobs, so each greedy row's every token
     is checked as its own top-1 and the divergence test needs no reference)."""
-    if s.error is not None or s.cross_talk_from:
-        return False  # an error, or another session's content, is a failure without one
+    if s.error is not None or s.cross_talk_from or s.hung_up:
+        # An error, or another session's content, is a failure without one; a stream its
+        # client hung up is not judged.
+        return False
     if passed(s) is False or stopped_short(s, slack):
         return True
     sit = s.situation

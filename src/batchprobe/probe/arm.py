@@ -126,7 +126,10 @@ def to_session(
         itl_s=[b - a for a, b in itertools.pairwise(times)],
         streamed=rec.streamed,
         buffered=rec.streamed and _is_buffered(times, ctx.thresholds.buffered_span_ms),
+        hung_up=rec.hung_up,
     )
+    if rec.hung_up:
+        return result  # cut by its own client on purpose: a part of an answer, not scored
     if item.workload == "recall" and item.expected_code is not None:
         # An error is an error, not a miss: only answers are scored (cross-talk still counts).
         score = score_recall(rec.text, item.session, _others_codes(item, ctx))

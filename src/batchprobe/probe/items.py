@@ -8,6 +8,7 @@ that a step's one wave has at least as many requests as the depth keeps in fligh
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 
 from pydantic import JsonValue
@@ -20,7 +21,14 @@ from batchprobe.results.models import RunConfig
 from batchprobe.results.shapes import ShapeStatus
 from batchprobe.workload.haystack import DEFAULT_CHARS_PER_TOKEN
 from batchprobe.workload.items import WorkItem
-from batchprobe.workload.shapes import BiasToken, Send, ShapeContext, ShapePlan, default_shapes
+from batchprobe.workload.shapes import (
+    AfterTokens,
+    BiasToken,
+    Send,
+    ShapeContext,
+    ShapePlan,
+    default_shapes,
+)
 from batchprobe.workload.shapes.params import TOP_LOGPROBS
 
 
@@ -94,8 +102,19 @@ def _kept(plan: ShapePlan, workloads: list[str]) -> ShapePlan | None:
         return None
     keep = {i.session for i in kept}
     plan.items = kept
-    plan.sends = [s for s in plan.sends if s.item.session in keep]
+    plan.sends = [_without(s, keep) for s in plan.sends if s.item.session in keep]
     return plan
+
+
+def _without(send: Send, keep: set[int]) -> Send:
+    """``send`` waiting on no session outside ``keep`` (one left out by --workloads)."""
+    after, hang_up = send.after, send.hang_up
+    if after is not None:
+        named = after.sessions if isinstance(after, AfterTokens) else (after.session,)
+        after = after if set(named) <= keep else None
+    if hang_up is not None and hang_up.beside is not None and hang_up.beside not in keep:
+        hang_up = dataclasses.replace(hang_up, beside=None)
+    return dataclasses.replace(send, after=after, hang_up=hang_up)
 
 
 def _size_for(
@@ -217,7 +236,8 @@ async def build_plans(
     ctx, notes = await _context(cfg, run_id, client, extra, props)
     result = Plans(warnings=notes)
     asked_set = set(asked) if asked is not None else None
-    streaming = _any(asked_set, "join") and await discover.streams(
+    streaming = _any(asked_set, *(n for n in registry.names
+                                  if registry.get(n).needs_streaming)) and await discover.streams(
         client, run_id, cfg.prompt_style, extra
     )
     why_not = {}
@@ -225,7 +245,8 @@ async def build_plans(
         shape = registry.get(name)
         why = shape.unavailable(ctx)
         if why is None and shape.needs_streaming and not streaming:
-            why = "the server does not stream tokens one by one (join is set off by stream progress)"
+            why = (f"the server does not stream tokens one by one ({name} acts on a stream "
+                   "as it comes)")
         why_not[name] = why
     can = [n for n, why in why_not.items() if why is None]
     for name in asked or []:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass, field
 
 from pydantic import JsonValue
@@ -19,6 +20,7 @@ from typing_extensions import Self
 from batchprobe.client import OpenAIClient, Timeouts
 from batchprobe.errors import EngineError
 from batchprobe.processes import group_rss_bytes
+from batchprobe.results.arms import CapacityCheck
 from batchprobe.results.sweep import ServerLoad
 
 # (what to call the source, the running gauge, the waiting gauge)
@@ -69,17 +71,44 @@ def read_slots(reply: JsonValue) -> int | None:
     return busy
 
 
+def _longest_excess(samples: list[tuple[float, int, int]], interval: float) -> float:
+    """The longest run of consecutive samples in which the server ran more requests than
+    the client had open, in seconds (one sample alone counts as one interval)."""
+    longest, start = 0.0, None
+    for at, running, open_ in samples:
+        if running > open_:
+            start = at if start is None else start
+            longest = max(longest, at - start + interval)
+        else:
+            start = None
+    return longest
+
+
+@dataclass
+class InFlight:
+    """The client's requests in flight now (a step's waves count them up and down)."""
+
+    n: int = 0
+
+
 @dataclass
 class LoadSampler:
-    """Samples while its block runs; ``server_load()`` and ``rss_peak_mb`` afterwards."""
+    """Samples while its block runs; ``server_load()`` and ``rss_peak_mb`` afterwards.
+
+    With ``flight`` each running count is kept beside the client's own requests in flight
+    (the more of the counts before and after the sample), so ``capacity()`` can tell a
+    server that runs requests its clients dropped."""
 
     base_url: str
     pgid: int | None = None
+    flight: InFlight | None = None
     interval: float = INTERVAL_S
     source: str | None = None
     running: list[int] = field(default_factory=list)
     waiting: list[int] = field(default_factory=list)
     rss_peak_mb: float | None = None
+    beside: list[tuple[float, int, int]] = field(default_factory=list)
+    """(monotonic time, server running, client in flight) per sample, with ``flight``."""
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _probe_server: bool = True
 
@@ -126,6 +155,12 @@ class LoadSampler:
             self.rss_peak_mb = max(self.rss_peak_mb or 0.0, round(rss / _MB, 1))
 
     async def _sample_server(self, client: OpenAIClient) -> None:
+        before = self.flight.n if self.flight is not None else 0
+        running = await self._read_running(client)
+        if running is not None and self.flight is not None:
+            self.beside.append((time.monotonic(), running, max(before, self.flight.n)))
+
+    async def _read_running(self, client: OpenAIClient) -> int | None:
         try:
             if self.source in (None, *(g[0] for g in GAUGES)):
                 page = await client.get_text("/metrics")
@@ -135,14 +170,38 @@ class LoadSampler:
                     self.running.append(running)
                     if waiting is not None:
                         self.waiting.append(waiting)
-                    return
+                    return running
             if self.source in (None, SLOTS):
                 busy = read_slots(await client.get_json("/slots"))
                 if busy is not None:
                     self.source = SLOTS
                     self.running.append(busy)
-                    return
+                    return busy
         except EngineError:
-            return  # a missed sample (a dropped connection): the next one may land
+            return None  # a missed sample (a dropped connection): the next one may land
         if self.source is None:
             self._probe_server = False  # the server reports neither: the client's view it is
+        return None
+
+    async def capacity(self, hung_up: int, deadline_s: float) -> CapacityCheck | None:
+        """After a step with ``hung_up`` client aborts, its requests all ended: wait (up to
+        ``deadline_s``) until the server runs none, then read the samples. None when the
+        server states no running count."""
+        ended = time.monotonic()
+        drained_s = None
+        while self.source is not None and self._probe_server:
+            latest = self.beside[-1] if self.beside else None
+            if latest is not None and latest[0] > ended and latest[1] == 0:
+                drained_s = round(max(latest[0] - ended, 0.0), 3)
+                break
+            if time.monotonic() - ended > deadline_s:
+                break
+            await asyncio.sleep(self.interval)
+        if self.source is None or not self.beside:
+            return None
+        return CapacityCheck(
+            source=self.source, hung_up=hung_up, samples=len(self.beside),
+            excess_s=round(_longest_excess(self.beside, self.interval), 3),
+            excess_max=max(max(r - c, 0) for _, r, c in self.beside),
+            drained_s=drained_s, deadline_s=round(deadline_s, 3),
+        )

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 from batchprobe.client.types import ErrorKind
 from batchprobe.judge.judged import recall as recall_of
 from batchprobe.probe.stats import distribution, percentile, union_length
-from batchprobe.results.models import ArmMetrics, SessionResult
+from batchprobe.results.models import ArmMetrics, ArmResult, SessionResult
+from batchprobe.results.shapes import Situations
 
 
 def _decode_window(s: SessionResult) -> tuple[float, float] | None:
@@ -102,3 +104,26 @@ def arm_metrics(
         buffered_sessions=sum(1 for s in ok if s.buffered),
         wall_s=wall_s,
     )
+
+
+def situations(arms: Sequence[ArmResult]) -> Situations:
+    """What the run's concurrent arms made happen (aborts, retries, capacity checks)."""
+    made = Situations()
+    for arm in arms:
+        dropped = {s.session for s in arm.sessions if s.hung_up}
+        made.aborts += len(dropped)
+        made.aborts_while_waiting += sum(
+            1 for s in arm.sessions
+            if s.hung_up and s.situation is not None and s.situation.waiting_at_hang_up
+        )
+        made.retries += sum(1 for s in arm.sessions if s.session in dropped and not s.hung_up
+                            and s.situation is not None and s.situation.copy_index)
+        if arm.capacity is not None:
+            made.capacity_checked += 1
+        elif dropped:
+            why = ("the server states no running count (/metrics, /slots)"
+                   if arm.spec.role == "step" else "capacity is read in sweep steps only")
+            made.not_checked.append(
+                f"{arm.spec.name}: whether dropped requests stopped is not known ({why})"
+            )
+    return made

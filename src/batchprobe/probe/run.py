@@ -35,7 +35,7 @@ from batchprobe.probe.clients import arm_client, auto_procs, client_health, clie
 from batchprobe.probe.endpoint import Endpoint, EndpointProvider, engine_died, server_lost
 from batchprobe.probe.interrupts import Interrupts, signals_as_interrupt
 from batchprobe.probe.items import Plans, build_plans
-from batchprobe.probe.metrics import arm_metrics
+from batchprobe.probe.metrics import arm_metrics, situations
 from batchprobe.probe.references import ReferenceRounds
 from batchprobe.probe.replay import replay_wrong
 from batchprobe.probe.status import status_for
@@ -433,6 +433,9 @@ class ProbeRun:
             judgement,
         )
         report.verdict.reasons += cache_notes(report.arms) + skipped_shapes(report.shapes)
+        report.situations = situations(report.arms)
+        if report.situations.aborts or report.situations.not_checked:
+            report.verdict.reasons.append(report.situations.describe())
 
 
 def _final_stop(stop: SweepStop, env: Envelope) -> SweepStop:

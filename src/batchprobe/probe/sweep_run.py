@@ -21,7 +21,7 @@ from batchprobe.probe.cache import cache_policy, launch_spec
 from batchprobe.probe.clients import arm_client, client_health
 from batchprobe.probe.cpu import CpuMeter
 from batchprobe.probe.endpoint import Endpoint, server_lost
-from batchprobe.probe.load import LoadSampler
+from batchprobe.probe.load import InFlight, LoadSampler
 from batchprobe.probe.metrics import arm_metrics
 from batchprobe.probe.pairs import PairRunner, pair_plan
 from batchprobe.probe.replay import replay_wrong
@@ -57,6 +57,20 @@ class _StepRun:
     mixed_wall: float
     before: int
     references_note: str
+
+
+# How long a server may take to stop requests after a step, in its longest request's time.
+DRAIN_FACTOR = 2.0
+DRAIN_BOUNDS_S = (5.0, 60.0)
+
+
+def _drain_deadline(arm: ArmResult) -> float:
+    """How long after a step with client aborts the server may still run requests: twice
+    its longest request, within DRAIN_BOUNDS_S (a dropped request run on to its max_tokens
+    ends within that; one still running then never stops)."""
+    longest = max((s.end_s - s.start_s for s in arm.sessions), default=0.0)
+    low, high = DRAIN_BOUNDS_S
+    return min(max(DRAIN_FACTOR * longest, low), high)
 
 
 def step_plans(plans: StepPlans) -> list[ShapePlan]:
@@ -226,13 +240,20 @@ class Sweep:
         throughput, mixed = plans
         pgid = ep.process.pgid if ep.process is not None else None
         procs = self.run.client_procs(arm.spec.concurrency)
-        async with arm_client(client, procs) as sender, LoadSampler(ep.base_url, pgid) as sampler:
+        flight = InFlight()
+        sampling = LoadSampler(ep.base_url, pgid, flight)
+        async with arm_client(client, procs) as sender, sampling as sampler:
             await sender.loop_lag()  # the step's window starts here
             t0 = time.perf_counter()
             if throughput is not None:
-                await run_mixed_wave(sender, arm, dataclasses.replace(ctx, plans=[throughput]), t0)
-            mixed_wall = await run_mixed_wave(sender, arm, dataclasses.replace(ctx, plans=mixed), t0)
+                await run_mixed_wave(sender, arm, dataclasses.replace(ctx, plans=[throughput]),
+                                     t0, flight)
+            mixed_wall = await run_mixed_wave(sender, arm, dataclasses.replace(ctx, plans=mixed),
+                                              t0, flight)
             wall = time.perf_counter() - t0
+            dropped = sum(1 for s in arm.sessions if s.hung_up)
+            if dropped:
+                arm.capacity = await sampler.capacity(dropped, _drain_deadline(arm))
             self.run.client_health(arm, await client_health(sender, arm, procs, ctx.thresholds))
         arm.metrics = arm_metrics(arm.sessions, wall, every_shape=True)
         return sampler, mixed_wall

@@ -18,11 +18,20 @@ from batchprobe.client.types import CompletionRequest, RequestRecord
 from batchprobe.errors import EngineStalled
 from batchprobe.judge.references import COMPARED_ROLES
 from batchprobe.probe.arm import TIMEOUTS, ArmContext, answers_nothing, to_session
+from batchprobe.probe.load import InFlight
 from batchprobe.results.models import ArmResult
 from batchprobe.results.shapes import MAX_DEPARTURES, Departure, Situation, WaveResult
 from batchprobe.workload.conversation import continue_turn
 from batchprobe.workload.items import WorkItem
-from batchprobe.workload.shapes import AfterFinish, Send, ShapePlan, Trigger
+from batchprobe.workload.shapes import (
+    AfterFinish,
+    AfterStart,
+    AfterTokens,
+    HangUp,
+    Send,
+    ShapePlan,
+    Trigger,
+)
 
 
 @dataclass
@@ -33,18 +42,27 @@ class _Live:
     done: bool = False
     departures: list[Departure] = field(default_factory=list)
     more_departures: int = 0
+    waiting_at_hang_up: list[int] | None = None
+
+
+@dataclass(frozen=True)
+class _Waiting:
+    """Met while a request of the wave other than ``session``'s waits for its first token."""
+
+    session: int
 
 
 @dataclass
 class _Waiter:
-    trigger: Trigger
+    trigger: Trigger | _Waiting
     ready: asyncio.Future[None]
 
 
 class _Wave:
     """Who is in flight, how far each has streamed, and who waits for whom."""
 
-    def __init__(self) -> None:
+    def __init__(self, flight: InFlight | None = None) -> None:
+        self.flight = flight or InFlight()
         self.live: dict[tuple[int, int], _Live] = {}
         self.first: dict[int, _Live] = {}
         self.waiters: list[_Waiter] = []
@@ -54,7 +72,16 @@ class _Wave:
         """When a liveness check last found the server generating."""
         self.checking = asyncio.Lock()
 
-    def _met(self, trigger: Trigger) -> bool:
+    def _waiting(self, session: int) -> list[int]:
+        """Requests of the wave sent, not done and with no token yet, but ``session``'s."""
+        return sorted(s.session for s in self.live.values()
+                      if s.session != session and not s.done and not s.tokens)
+
+    def _met(self, trigger: Trigger | _Waiting) -> bool:
+        if isinstance(trigger, _Waiting):
+            return bool(self._waiting(trigger.session))
+        if isinstance(trigger, AfterStart):
+            return trigger.session in self.first
         if isinstance(trigger, AfterFinish):
             state = self.first.get(trigger.session)
             return state is not None and state.done
@@ -67,21 +94,52 @@ class _Wave:
                 waiter.ready.set_result(None)
                 self.waiters.remove(waiter)
 
-    async def wait(self, trigger: Trigger | None) -> None:
+    async def wait(self, trigger: Trigger | _Waiting | None) -> None:
         if trigger is None or self._met(trigger):
             return
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.waiters.append(_Waiter(trigger, ready))
-        await ready
+        waiter = _Waiter(trigger, ready)
+        self.waiters.append(waiter)
+        try:
+            await ready
+        finally:
+            if waiter in self.waiters:
+                self.waiters.remove(waiter)
 
     def arrive(self, session: int, copy_index: int) -> tuple[_Live, int, int]:
         """Register a request; (its state, others in flight, of those already decoding)."""
         others = [s for s in self.live.values() if not s.done]
         state = _Live(session, copy_index)
         self.live[(session, copy_index)] = state
+        self.flight.n += 1
         if copy_index == 0:
             self.first[session] = state
+        if self.waiters:
+            self._wake()
         return state, len(others), sum(1 for s in others if s.tokens > 0)
+
+    async def hang_up(self, state: _Live, when: HangUp, event: asyncio.Event) -> None:
+        """Set ``event`` (the client hangs up ``state``'s stream) once ``when`` is met, and
+        record who of the wave still waited for a first token at that moment."""
+        me = state.session
+        await self.wait(AfterTokens((me,), when.tokens))
+        if when.beside is not None:
+            # Until the long prompt went out or another request waits for its first token
+            # (a slot freed), or, the wave holding every slot, ``latest`` chunks in.
+            triggers: list[Trigger | _Waiting] = [
+                AfterStart(when.beside), _Waiting(me), AfterTokens((me,), when.latest)]
+            waits = [asyncio.ensure_future(self.wait(t)) for t in triggers]
+            try:
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+            if self._waiting(me):
+                await asyncio.sleep(when.settle_s)  # its request on the wire, at the server
+        if state.done:
+            return
+        state.waiting_at_hang_up = self._waiting(me)
+        event.set()
 
     def progress(self, state: _Live, tokens: int) -> None:
         state.tokens = tokens
@@ -91,6 +149,7 @@ class _Wave:
 
     def leave(self, state: _Live) -> None:
         state.done = True
+        self.flight.n -= 1
         survivors = [s for s in self.live.values() if not s.done]
         for other in survivors:
             if len(other.departures) >= MAX_DEPARTURES:
@@ -171,17 +230,25 @@ async def _send(
 ) -> None:
     t0, wave_t0 = times
     await wave.wait(send.after)
+    if send.delay_s:
+        await asyncio.sleep(send.delay_s)
     item = turns.resolve(send)
+    hang_up = asyncio.Event() if send.hang_up is not None else None
     async with limit:
         arrival = time.perf_counter() - wave_t0
         state, in_flight, decoding = wave.arrive(item.session, send.copy_index)
         request = _request(item, send.copy_index, arm.spec.name, ctx, cached)
         if arm.request_body is None:
             arm.request_body = client.request_body(request)
+        watch = None
+        if send.hang_up is not None and hang_up is not None:
+            watch = asyncio.ensure_future(wave.hang_up(state, send.hang_up, hang_up))
         try:
-            record = await client.complete(request, lambda n: wave.progress(state, n))
+            record = await client.complete(request, lambda n: wave.progress(state, n), hang_up)
             turns.answered(send, record)
         finally:
+            if watch is not None:
+                watch.cancel()
             wave.leave(state)
     session = to_session(arm.spec.name, item, record, t0, ctx)
     session.situation = Situation(
@@ -203,6 +270,7 @@ async def _send(
         conversation=item.turn.conversation if item.turn is not None else None,
         turn=item.turn.index if item.turn is not None else None,
         nonce=_nonce(item, ctx),
+        waiting_at_hang_up=state.waiting_at_hang_up if record.hung_up else None,
     )
     arm.sessions.append(session)
     ctx.on_session(arm, session)
@@ -293,7 +361,8 @@ async def run_waves(client: Completer, arm: ArmResult, ctx: ArmContext) -> float
 
 
 async def run_mixed_wave(
-    client: Completer, arm: ArmResult, ctx: ArmContext, t0: float | None = None
+    client: Completer, arm: ArmResult, ctx: ArmContext, t0: float | None = None,
+    flight: InFlight | None = None,
 ) -> float:
     """A sweep step: every shape's sends in one wave, at most ``concurrency`` in flight.
 
@@ -304,7 +373,7 @@ async def run_mixed_wave(
     started = time.perf_counter()
     t0 = started if t0 is None else t0
     limit = asyncio.Semaphore(arm.spec.concurrency)
-    wave = _Wave()
+    wave = _Wave(flight)
 
     async def one(plan: ShapePlan) -> float:
         await _phases(client, arm, ctx, plan, wave, (t0, started), limit)

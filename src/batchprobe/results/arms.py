@@ -89,6 +89,26 @@ class ArmMetrics(_Model):
     wall_s: float = 0.0
 
 
+class CapacityCheck(_Model):
+    """Whether the requests its clients dropped stopped running: the server's own count of
+    running requests against the client's requests in flight, sampled through the step, then
+    until the server ran none."""
+
+    source: str = Field(description="Where the running count came from (a /metrics gauge, /slots).")
+    hung_up: int = Field(description="Streams the client hung up in the step.")
+    samples: int
+    excess_s: float = Field(
+        description="The longest stretch in which the server ran more requests than the "
+        "client had open (seconds)."
+    )
+    excess_max: int = Field(description="The most requests the server ran beyond those open.")
+    drained_s: float | None = Field(
+        description="After the step's last request ended, how long until the server ran none; "
+        "None: it still ran some at the deadline."
+    )
+    deadline_s: float
+
+
 class ArmResult(_Model):
     spec: ArmSpec
     state: Literal["pending", "running", "done", "failed", "interrupted"] = "pending"
@@ -96,6 +116,9 @@ class ArmResult(_Model):
     sessions: list[SessionResult] = Field(default_factory=list)
     metrics: ArmMetrics | None = None
     server_alive_after: bool | None = None
+    capacity: CapacityCheck | None = Field(
+        default=None, description="A step with client aborts: did the dropped requests stop?"
+    )
     engine_version: str | None = None
     served_model: str | None = None
     log_path: str | None = Field(default=None, description="The engine's log for this arm.")

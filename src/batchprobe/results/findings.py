@@ -50,6 +50,7 @@ class FindingKind(str, Enum):
     UNSUPPORTED = "unsupported"  # the server refused a path or parameter in the serial reference
     NOT_JUDGED = "not_judged"  # the serial reference failed its own check
     THROUGHPUT_DROP = "throughput_drop"  # the server's history: slower after the mixed waves
+    ABORT_IGNORED = "abort_ignored"  # a request its client dropped went on running
 
 
 Severity = Literal["hard", "soft", "info"]
@@ -71,6 +72,7 @@ CheckName = Literal[
     "flips",
     "supported",
     "throughput",
+    "aborts",
 ]
 
 # The check (test case) each kind of finding fails.
@@ -95,6 +97,7 @@ CHECK_OF: dict[FindingKind, CheckName] = {
     FindingKind.UNSUPPORTED: "supported",
     FindingKind.NOT_JUDGED: "supported",
     FindingKind.THROUGHPUT_DROP: "throughput",
+    FindingKind.ABORT_IGNORED: "aborts",
 }
 
 

@@ -31,10 +31,10 @@ from batchprobe.results.config import (
 from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.findings import Finding, Judged
 from batchprobe.results.sessions import SessionOutcome, SessionResult
-from batchprobe.results.shapes import ShapeStatus
+from batchprobe.results.shapes import ShapeStatus, Situations
 from batchprobe.results.sweep import Envelope
 
-SCHEMA_VERSION: Literal["3.1"] = "3.1"
+SCHEMA_VERSION: Literal["3.2"] = "3.2"
 
 __all__ = [
     "MAX_DEPTH",
@@ -142,7 +142,7 @@ class RunError(_Model):
 class Report(_Model):
     """The verdict file."""
 
-    schema_version: Literal["3.1"] = SCHEMA_VERSION
+    schema_version: Literal["3.2"] = SCHEMA_VERSION
     run_id: str = Field(description="The run nonce planted in every prompt.")
     status: Status = Status.RUNNING
     started_at: str
@@ -160,6 +160,10 @@ class Report(_Model):
     warnings: list[str] = Field(default_factory=list)
     error: RunError | None = Field(default=None, description="Why the run stopped early.")
     envelope: Envelope | None = Field(default=None, description="The sweep's findings, if it ran.")
+    situations: Situations = Field(
+        default_factory=Situations,
+        description="What the run made happen beyond plain traffic (client aborts, retries).",
+    )
     log_tail: str | None = Field(default=None, description="Engine log tail when it failed.")
     findings: list[Finding] = Field(
         default_factory=list,

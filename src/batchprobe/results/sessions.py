@@ -45,6 +45,11 @@ class SessionResult(_Model):
         default=None,
         description="Why the request went out twice: its first send provably never reached the server.",
     )
+    hung_up: bool = Field(
+        default=False,
+        description="The client hung up mid-stream on purpose (the aborts shape): a partial "
+        "answer, not judged; its retry and its neighbours are.",
+    )
     prompt_head: str = Field(default="", description="The first characters of the prompt.")
     expected_code: str | None = Field(default=None, description="recall: this session's needle")
     hit: bool | None = Field(default=None, description="recall: own code found in the answer")

@@ -63,6 +63,11 @@ class Situation(_Model):
         description="A reference sent to a URL after the sweep: the run id in its prompt was "
         "this fresh nonce, so no prefix cache of the sweep could serve it (cold).",
     )
+    waiting_at_hang_up: list[int] | None = Field(
+        default=None,
+        description="aborts: a stream the client hung up: the sessions of its wave that were "
+        "sent and still waited for their first token at that moment (in prefill or queued).",
+    )
 
 
 class WaveResult(_Model):
@@ -87,3 +92,32 @@ class ShapeStatus(_Model):
     reason: str | None = None
     sessions: list[int] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list, description="e.g. how ragged met the window.")
+
+
+class Situations(_Model):
+    """What the run made happen beyond plain traffic: where this year's batching bugs live."""
+
+    aborts: int = Field(default=0, description="Streams the client hung up mid-reply.")
+    aborts_while_waiting: int = Field(
+        default=0,
+        description="Of those, hung up while another request of the wave waited for its "
+        "first token (in prefill, or queued).",
+    )
+    retries: int = Field(default=0, description="Dropped prompts sent again after the hang-up.")
+    capacity_checked: int = Field(
+        default=0,
+        description="Steps whose server running count was read against the client's requests "
+        "in flight (did the dropped requests stop?).",
+    )
+    not_checked: list[str] = Field(
+        default_factory=list, description="Situations made but not checked, and why."
+    )
+
+    def describe(self) -> str:
+        if not self.aborts:
+            return "situations: no client abort was made"
+        checked = (f"; capacity read against the client in {self.capacity_checked} step(s)"
+                   if self.capacity_checked else "")
+        return (f"situations: {self.aborts} client abort(s) ({self.aborts_while_waiting} while "
+                f"another request waited for its first token), {self.retries} retried"
+                f"{checked}" + "".join(f"; {n}" for n in self.not_checked))

@@ -41,6 +41,16 @@ class Thresholds(BaseModel):
             "this much (relative) below, is a soft finding with both figures."
         ),
     )
+    abort_grace_s: float = Field(
+        default=5.0,
+        gt=0,
+        allow_inf_nan=False,
+        description=(
+            "A server may run a request its client dropped for this long (it notices the "
+            "hang-up at its next write, after a batch with a long prefill in it); running more "
+            "requests than the client has open for longer is a soft abort_ignored finding."
+        ),
+    )
     recall_floor: float = Field(
         default=0.75,
         ge=0,

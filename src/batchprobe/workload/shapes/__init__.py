@@ -7,11 +7,22 @@ how its wave sends them. A third party adds one with :meth:`ShapeRegistry.regist
 from __future__ import annotations
 
 from batchprobe.errors import ConfigError
-from batchprobe.workload.shapes import burst, conversation, early, join, params, ragged, repeat
+from batchprobe.workload.shapes import (
+    aborts,
+    burst,
+    conversation,
+    early,
+    join,
+    params,
+    ragged,
+    repeat,
+)
 from batchprobe.workload.shapes._types import (
     AfterFinish,
+    AfterStart,
     AfterTokens,
     BiasToken,
+    HangUp,
     Send,
     Shape,
     ShapeContext,
@@ -63,6 +74,7 @@ def default_shapes() -> ShapeRegistry:
             repeat.SHAPE,
             params.SHAPE,
             conversation.SHAPE,
+            aborts.SHAPE,
         ]
     )
 
@@ -72,8 +84,10 @@ SHAPE_NAMES: tuple[str, ...] = tuple(default_shapes().names)
 __all__ = [
     "SHAPE_NAMES",
     "AfterFinish",
+    "AfterStart",
     "AfterTokens",
     "BiasToken",
+    "HangUp",
     "Send",
     "Shape",
     "ShapeContext",

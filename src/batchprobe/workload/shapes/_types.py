@@ -25,17 +25,41 @@ class AfterFinish:
     session: int
 
 
-Trigger = AfterTokens | AfterFinish
+@dataclass(frozen=True)
+class AfterStart:
+    """Send once ``session``'s first send has gone out."""
+
+    session: int
+
+
+Trigger = AfterTokens | AfterFinish | AfterStart
+
+
+@dataclass(frozen=True)
+class HangUp:
+    """The client hangs up the stream (a client abort) once it has streamed ``tokens``
+    chunks and, when ``beside`` is set, that session's first send has gone out or another
+    request of the wave waits for its first token (or, where the wave holds every slot and
+    none comes, once it has streamed ``latest``); ``settle_s`` after, so that the other
+    request reached the server."""
+
+    tokens: int = 1
+    beside: int | None = None
+    latest: int = 16
+    settle_s: float = 0.002
 
 
 @dataclass(frozen=True)
 class Send:
-    """One request of a wave. ``phase``: phases run one after the other inside the wave."""
+    """One request of a wave. ``phase``: phases run one after the other inside the wave;
+    ``delay_s``: how long after its trigger it goes out; ``hang_up``: when its client drops it."""
 
     item: WorkItem
     copy_index: int = 0
     after: Trigger | None = None
     phase: int = 0
+    delay_s: float = 0.0
+    hang_up: HangUp | None = None
 
 
 @dataclass

@@ -50,7 +50,10 @@ def _message(ctx: ShapeContext, rng: random.Random, turn: int, codes: dict[str, 
     return lead + _OPENINGS[turn] + "\n" + "\n".join(lines) + ending(chat, ASKS[turn])
 
 
-def _recall_conversation(ctx: ShapeContext, rng: random.Random, api: Api) -> list[WorkItem]:
+def recall_conversation(
+    ctx: ShapeContext, rng: random.Random, api: Api, shape: str = "conversation"
+) -> list[WorkItem]:
+    """Three turns (each continuing the one before) of a new conversation on ``api``."""
     sessions = ctx.take_sessions(len(ASKS))
     codes = dict(zip(KEYS, ctx.new_codes(rng, len(KEYS))))
     chat = api == "chat"
@@ -63,7 +66,7 @@ def _recall_conversation(ctx: ShapeContext, rng: random.Random, api: Api) -> lis
                 session=session,
                 prompt=head + _message(ctx, rng, index, codes, chat),
                 max_tokens=ctx.recall_max_tokens,
-                shape="conversation",
+                shape=shape,
                 api=api,
                 expected_code=codes[ASKS[index]],
                 turn=Turn(
@@ -118,7 +121,7 @@ class Conversation:
         items: list[WorkItem] = []
         sends: list[Send] = []
         for index in range(RECALL_CONVERSATIONS):
-            turns = _recall_conversation(ctx, rng, ctx.api_for(index))
+            turns = recall_conversation(ctx, rng, ctx.api_for(index))
             items += turns
             sends += [Send(t, phase=n) for n, t in enumerate(turns)]
             sends.append(Send(turns[0], copy_index=1, phase=len(turns)))
