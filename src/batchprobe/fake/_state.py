@@ -68,8 +68,6 @@ class Flight:
     hung_up: bool = False
     """Its client closed the connection before the reply's end."""
     connection: asyncio.BaseTransport | None = None
-    after_hang_up: bool = False
-    """It arrived after another request's client hung up (before the server noticed)."""
 
 
 class ServerState:
@@ -147,7 +145,6 @@ class ServerState:
             crowded_at_arrival=bool(self._inflight),
             load_at_arrival=self._unfinished - hung_up,
             connection=connection,
-            after_hang_up=hung_up > 0,
             joined_decoding=self._decoding > 0,
             planned=planned,
         )
@@ -323,7 +320,7 @@ class ServerState:
         if fault == "abort_leak":
             self.dropped = flight
         elif fault == "abort_wedge" and any(
-            f.first_tick is None and not f.after_hang_up
+            f.first_tick is None
             for f in self._inflight.values() if f is not flight
         ):
             # The drop came during another's prefill: nothing generates any more.

@@ -121,8 +121,10 @@ def situations(arms: Sequence[ArmResult]) -> Situations:
         if arm.capacity is not None:
             made.capacity_checked += 1
         elif dropped:
-            why = ("the server states no running count (/metrics, /slots)"
-                   if arm.spec.role == "step" else "capacity is read in sweep steps only")
+            why = ("capacity is read in sweep steps only" if arm.spec.role != "step" else
+                   "requests of the step errored: the server's running count cannot tell "
+                   "them from the dropped ones" if any(s.error for s in arm.sessions) else
+                   "the server states no running count (/metrics, /slots)")
             made.not_checked.append(
                 f"{arm.spec.name}: whether dropped requests stopped is not known ({why})"
             )

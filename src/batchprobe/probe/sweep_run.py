@@ -252,7 +252,9 @@ class Sweep:
                                               t0, flight)
             wall = time.perf_counter() - t0
             dropped = sum(1 for s in arm.sessions if s.hung_up)
-            if dropped:
+            # Requests that errored (a client timeout closes its connection too) leave the
+            # server's running count nothing to tell the dropped ones apart from.
+            if dropped and not any(s.error for s in arm.sessions):
                 arm.capacity = await sampler.capacity(dropped, _drain_deadline(arm))
             self.run.client_health(arm, await client_health(sender, arm, procs, ctx.thresholds))
         arm.metrics = arm_metrics(arm.sessions, wall, every_shape=True)
