@@ -103,6 +103,9 @@ BUGS = {
     "bias-leak": ({"fault": "bias_leak", "fault_when": "params"}, None, None, None),
     "usage-leak": ({"fault": "usage_leak", "fault_when": "concurrent"},
                    None, "usage", FindingKind.USAGE),
+    # A row in flight beside a constrained one decodes under its JSON schema or grammar.
+    "constraint-leak": ({"fault": "constraint_leak", "fault_when": "params"},
+                        "params", "constraint", FindingKind.CONSTRAINT),
     # Every concurrent request re-sends its serial reference's prompt: wrong everywhere.
     "wrong-resend": ({"fault": "wrong_resend"}, None, None, None),
     # Streams damaged under batching (vllm-mlx): deltas dropped while usage and finish stay

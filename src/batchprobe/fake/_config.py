@@ -37,6 +37,8 @@ Fault = Literal[
     # llama.cpp + Gemma 3 passed before), and one run with another row's penalties.
     "stop_shared",
     "penalty_leak",
+    # A row decoded under the JSON schema or grammar of a row in flight beside it.
+    "constraint_leak",
     "usage_leak",
     "clean_stop",
     "wrong_resend",

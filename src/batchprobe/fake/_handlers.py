@@ -296,6 +296,10 @@ _LEAKS: dict[str, Callable[[Flight, Flight], bool]] = {
     "stop_leak": lambda me, f: f.gen.stop != me.gen.stop,
     # Its presence and frequency penalties, applied to this row's own tokens.
     "penalty_leak": lambda me, f: _penalties_of(f) != _penalties_of(me),
+    # Its JSON schema or grammar: an unconstrained row decodes under it.
+    "constraint_leak": lambda me, f: (
+        f.gen.sampling.constraint is not None and me.gen.sampling.constraint is None
+    ),
 }
 
 
@@ -319,6 +323,8 @@ def _leaked(state: ServerState, flight: Flight, fault: str) -> Answer:
         elif fault == "penalty_leak":
             presence, frequency = _penalties_of(other)
             sampling = replace(sampling, presence_penalty=presence, frequency_penalty=frequency)
+        elif fault == "constraint_leak":
+            sampling = replace(sampling, constraint=theirs.sampling.constraint)
         else:
             gen = replace(gen, stop=theirs.stop)
     return respond(gen, prompt=prompt, code=code, sampling=sampling, vocab=state.vocab)

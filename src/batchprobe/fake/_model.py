@@ -42,6 +42,8 @@ def respond(
             raise ValueError(f"logit_bias: unknown token id {forced}")
         forced_logprobs = [_tokens.FORCED_LOGPROB] * gen.max_tokens
         answer = Answer.of_texts([piece] * gen.max_tokens, forced_logprobs, "length")
+    elif sampling.constraint is not None:
+        answer = _constrained(sampling.constraint, gen.max_tokens)
     elif code is not None:
         answer = _recall(gen.api, code, gen.max_tokens)
     else:
@@ -64,6 +66,21 @@ def checkable(gen: GenRequest, code: str | None) -> bool:
 def unknown_bias_id(sampling: Sampling, vocab: _tokens.Vocabulary) -> int | None:
     """The first logit_bias token id the fake never handed out, if any."""
     return next((tid for tid, _ in sampling.logit_bias if vocab.piece(tid) is None), None)
+
+
+# The one answer each constraint allows the fake, token by token.
+_CONSTRAINED = {
+    "json_schema": ('{"', "answer", '":', ' "', "yes", '"}'),
+    "grammar": ("yes",),
+}
+
+
+def _constrained(kind: str, max_tokens: int) -> Answer:
+    """What a constrained row gets: the schema's or the grammar's answer, finish "stop"."""
+    whole = _CONSTRAINED[kind]
+    texts = whole[:max_tokens]
+    finish = "stop" if len(texts) == len(whole) else "length"
+    return Answer.of_texts(texts, [_tokens.COUNT_LOGPROB] * len(texts), finish)
 
 
 def _recall(api: Api, code: str, max_tokens: int) -> Answer:

@@ -33,6 +33,11 @@ class _StreamOptions(BaseModel):
     include_usage: bool = False
 
 
+class _ResponseFormat(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: str = "text"
+
+
 class _Common(BaseModel):
     model_config = ConfigDict(extra="ignore")
     max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS_LIMIT)
@@ -46,6 +51,8 @@ class _Common(BaseModel):
     logit_bias: dict[str, float] | None = None
     presence_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
     frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
+    response_format: _ResponseFormat | None = None
+    grammar: str | None = None
 
 
 class _CompletionBody(_Common):
@@ -94,6 +101,9 @@ class Sampling:
     logit_bias: tuple[tuple[int, float], ...] = ()
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
+    constraint: Literal["json_schema", "grammar"] | None = None
+    """A JSON schema (``response_format``) or a grammar (llama.cpp's ``grammar``) fixes the
+    answer: the fake answers ``{"answer": "yes"}`` or ``yes``."""
 
     @property
     def sampled(self) -> bool:
@@ -217,7 +227,16 @@ def _sampling(body: _Common) -> Sampling:
         logit_bias=_logit_bias(body.logit_bias or {}),
         presence_penalty=body.presence_penalty,
         frequency_penalty=body.frequency_penalty,
+        constraint=_constraint(body),
     )
+
+
+def _constraint(body: _Common) -> Literal["json_schema", "grammar"] | None:
+    if body.response_format is not None and body.response_format.type in (
+        "json_schema", "json_object"
+    ):
+        return "json_schema"
+    return "grammar" if body.grammar else None
 
 
 def _logit_bias(raw: dict[str, float]) -> tuple[tuple[int, float], ...]:

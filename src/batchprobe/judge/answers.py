@@ -13,6 +13,7 @@ from typing import Literal
 from batchprobe.client.types import ErrorKind
 from batchprobe.results.sessions import SessionResult
 from batchprobe.workload.checks import count_ideal, penalty_break, shows_bias, stop_sources
+from batchprobe.workload.constraints import looks_constrained
 
 # A refusal of the request itself (its path or a parameter), as opposed to a failure to
 # answer it: the server does not serve what was asked.
@@ -26,6 +27,8 @@ _FIELDS = (
     "stop",
     "presence_penalty",
     "frequency_penalty",
+    "response_format",
+    "grammar",
     "seed",
     "messages",
     "prompt",
@@ -270,7 +273,7 @@ class Leak:
     """Another row's parameter in this answer: what it did (``kind``: whose parameter it
     was, stop, bias or penalty), in words, and the rows it came from."""
 
-    kind: Literal["stop", "bias", "penalty"]
+    kind: Literal["stop", "bias", "penalty", "constraint"]
     detail: str
     sources: list[int]
 
@@ -295,6 +298,26 @@ def _ideal(s: SessionResult, ref: SessionResult | None) -> str | None:
     return count_ideal(s.text)
 
 
+def _constrained_by(
+    s: SessionResult, peers: Sequence[SessionResult], ref: SessionResult | None
+) -> Leak | None:
+    """An unconstrained row that answered as a constrained row beside it must (a JSON
+    object of its schema, or a word of its grammar) where its reference did not."""
+    sit = s.situation
+    if sit is None or sit.constraint is not None:
+        return None
+    kind = looks_constrained(s.text)
+    if kind is None or (ref is not None and looks_constrained(ref.text) is not None):
+        return None
+    sources = sorted(p.session for p in peers
+                     if p.situation is not None and p.situation.constraint == kind)
+    if not sources:
+        return None
+    return Leak("constraint", f"answered {s.text[:32]!r}, as the {kind} of session(s) "
+                f"{', '.join(map(str, sources))} beside it allows, with no constraint of its "
+                "own", sources)
+
+
 def leaked_param(
     s: SessionResult, peers: Sequence[SessionResult], ref: SessionResult | None
 ) -> Leak | None:
@@ -310,6 +333,9 @@ def leaked_param(
     sit = s.situation
     if s.error is not None or sit is None:
         return None
+    constrained = _constrained_by(s, peers, ref)
+    if constrained is not None:
+        return constrained
     ideal = _ideal(s, ref)
     if s.finish_reason == "stop":
         if ideal is not None and ideal.startswith(s.text):

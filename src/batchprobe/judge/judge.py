@@ -53,10 +53,11 @@ _SELF_CHECK = {
     "count": FindingKind.COUNT_BROKE,
     "bias": FindingKind.BIAS,
     "stop": FindingKind.STOP,
+    "constraint": FindingKind.CONSTRAINT,
 }
 # Checks that judge an answer's content (a run where none judged anything is not judged).
 CONTENT_CHECKS: frozenset[CheckName] = frozenset(
-    {"recall", "count", "length", "bias", "stop", "usage", "stream", "greedy"}
+    {"recall", "count", "length", "bias", "stop", "constraint", "usage", "stream", "greedy"}
 )
 
 
@@ -136,13 +137,13 @@ def _content(
 # What another row's parameter explains in an answer: its findings give way to the leak's.
 _LEAK_EXPLAINS = frozenset({
     FindingKind.RECALL_MISS, FindingKind.COUNT_BROKE, FindingKind.ENDED_EARLY, FindingKind.BIAS,
-    FindingKind.STOP,
+    FindingKind.STOP, FindingKind.CONSTRAINT,
 })
 
 
 # Leaks that are failures outright, with or without a reference (a broken count beside a
 # penalty row waits for its reference and its replays: a numerics flip can look the same).
-_OUTRIGHT = frozenset({FindingKind.STOP, FindingKind.BIAS})
+_OUTRIGHT = frozenset({FindingKind.STOP, FindingKind.BIAS, FindingKind.CONSTRAINT})
 
 
 def _leaked(arm: ArmResult, s: SessionResult, ref: SessionResult | None) -> Finding | None:
@@ -158,7 +159,8 @@ def _leaked(arm: ArmResult, s: SessionResult, ref: SessionResult | None) -> Find
         broke = s.check is not None and not s.check.passed
         kind = FindingKind.COUNT_BROKE if broke else FindingKind.ENDED_EARLY
     else:
-        kind = FindingKind.STOP if leak.kind == "stop" else FindingKind.BIAS
+        kind = {"stop": FindingKind.STOP, "constraint": FindingKind.CONSTRAINT}.get(
+            leak.kind, FindingKind.BIAS)
     return _finding(arm, s, kind, leak.detail, sources=leak.sources)
 
 

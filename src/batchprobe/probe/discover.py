@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -11,6 +12,8 @@ from pydantic import JsonValue
 
 from batchprobe.client import OpenAIClient
 from batchprobe.client.types import Api, CompletionRequest, RequestRecord
+from batchprobe.workload import constraints as constrained
+from batchprobe.workload.constraints import Constraint
 from batchprobe.workload.items import CountSpec
 from batchprobe.workload.shapes import BiasToken
 
@@ -76,6 +79,38 @@ async def top_logprobs(
         )
     )
     return record.error is None, record.error is None and bool(record.top_logprobs)
+
+
+async def constraints(
+    client: OpenAIClient, run_id: str, apis: Sequence[Api], extra: dict[str, JsonValue]
+) -> tuple[list[tuple[Constraint, Api]], list[str]]:
+    """Each constraint the server honours and the first of ``apis`` (the request paths the
+    run uses) that honours it: a short request under it whose answer fits it (llama.cpp takes
+    ``response_format`` on chat only). A note for each it honours on none: refused, or
+    accepted and not applied."""
+    honoured: list[tuple[Constraint, Api]] = []
+    notes = []
+    for kind in constrained.CONSTRAINTS:
+        whys = []
+        for api in apis:
+            record = await client.complete(
+                CompletionRequest(
+                    request_id=f"{run_id}-probe-{kind}-{api}",
+                    api=api,
+                    prompt=constrained.prompt(f"probe {run_id}", api == "chat"),
+                    max_tokens=constrained.MAX_TOKENS,
+                    extra_body={**extra, **constrained.request_fields(kind)},
+                )
+            )
+            if record.error is None and constrained.fits(kind, record.text.strip()):
+                honoured.append((kind, api))
+                break
+            whys.append(f"{api}: " + (f"refused ({record.error.kind.value})" if record.error
+                                      else f"not applied (answered {record.text[:24]!r})"))
+        else:
+            notes.append(f"params: no {kind} row: {constrained.describe(kind)} "
+                         + "; ".join(whys))
+    return honoured, notes
 
 
 async def streams(client: OpenAIClient, run_id: str, api: str, extra: dict[str, JsonValue]) -> bool:

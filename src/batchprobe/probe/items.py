@@ -19,8 +19,9 @@ from batchprobe.probe import discover
 from batchprobe.probe.calibrate import calibrate_chars_per_token
 from batchprobe.results.models import RunConfig
 from batchprobe.results.shapes import ShapeStatus
+from batchprobe.workload.constraints import Constraint
 from batchprobe.workload.haystack import DEFAULT_CHARS_PER_TOKEN
-from batchprobe.workload.items import WorkItem
+from batchprobe.workload.items import Api, WorkItem
 from batchprobe.workload.shapes import (
     AfterTokens,
     BiasToken,
@@ -180,6 +181,13 @@ async def _context(
     )
     if _any(wanted, "params") and not top_logprobs:
         notes.append("params: the server refused top logprobs; open rows ask for none")
+    honoured: list[tuple[Constraint, Api]] = []
+    if _any(wanted, "params"):
+        default: Api = "chat" if cfg.prompt_style == "chat" else "completions"
+        other: Api = "completions" if default == "chat" else "chat"
+        apis = [default, other] if both_paths else [default]
+        honoured, unhonoured = await discover.constraints(client, run_id, apis, extra)
+        notes += unhonoured
     ctx = ShapeContext(
         run_id=run_id,
         seed=cfg.seed,
@@ -194,6 +202,7 @@ async def _context(
         top_logprobs=top_logprobs,
         logprobs_returned=returned,
         tokens_per_number=per_number,
+        constraints=tuple(honoured),
         sliding_window=discover.sliding_window(cfg.model),
         context_tokens=discover.context_tokens(props),
     )

@@ -21,6 +21,7 @@ from batchprobe.probe.arm import TIMEOUTS, ArmContext, answers_nothing, to_sessi
 from batchprobe.probe.load import InFlight
 from batchprobe.results.models import ArmResult
 from batchprobe.results.shapes import MAX_DEPARTURES, Departure, Situation, WaveResult
+from batchprobe.workload.constraints import request_fields
 from batchprobe.workload.conversation import continue_turn
 from batchprobe.workload.items import WorkItem
 from batchprobe.workload.shapes import (
@@ -198,6 +199,8 @@ def _request(item: WorkItem, copy_index: int, arm: str, ctx: ArmContext, cached:
         value = getattr(params, name)
         if value is not None:
             extra[name] = value
+    if params.constraint is not None:
+        extra.update(request_fields(params.constraint))
     prompt, messages = item.prompt, list(item.history)
     nonce = _nonce(item, ctx)
     if nonce is not None:
@@ -265,6 +268,7 @@ async def _send(
         sampled=not item.params.greedy,
         bias_text=item.params.bias_text,
         stop=list(item.params.stop or []),
+        constraint=item.params.constraint,
         role=item.role,
         prefix_cache=cached,
         conversation=item.turn.conversation if item.turn is not None else None,

@@ -36,6 +36,7 @@ class FindingKind(str, Enum):
     COUNT_BROKE = "count_broke"  # the count stopped following its own numbers (or is empty)
     ENDED_EARLY = "ended_early"  # shorter than its reference, with no reason of its own to stop
     BIAS = "bias"  # its logit bias was not honoured
+    CONSTRAINT = "constraint"  # its JSON schema or grammar not honoured, or another row's applied
     STOP = "stop"  # its stop string was not honoured
     USAGE = "usage"  # usage disagrees with the stream, or with the reference's prompt tokens
     STREAM = "stream"  # the stream lost pieces: its reference's text with gaps, or usage beyond it
@@ -66,6 +67,7 @@ CheckName = Literal[
     "length",
     "bias",
     "stop",
+    "constraint",
     "usage",
     "stream",
     "greedy",
@@ -84,6 +86,7 @@ CHECK_OF: dict[FindingKind, CheckName] = {
     FindingKind.ENDED_EARLY: "length",
     FindingKind.BIAS: "bias",
     FindingKind.STOP: "stop",
+    FindingKind.CONSTRAINT: "constraint",
     FindingKind.USAGE: "usage",
     FindingKind.STREAM: "stream",
     FindingKind.SAMPLED: "greedy",

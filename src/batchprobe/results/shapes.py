@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-CheckKind = Literal["recall", "count", "bias", "stop"]
+CheckKind = Literal["recall", "count", "bias", "stop", "constraint"]
 # Departures recorded per request: enough for any shape's wave (early's are a handful); a
 # sweep step 1,024 deep would otherwise record a million.
 MAX_DEPARTURES = 8
@@ -52,6 +52,9 @@ class Situation(_Model):
     sampled: bool = Field(default=False, description="temperature > 0: no greedy reference.")
     bias_text: str | None = Field(default=None, description="What its logit bias forces.")
     stop: list[str] = Field(default_factory=list, description="Its own stop strings.")
+    constraint: Literal["json_schema", "grammar"] | None = Field(
+        default=None, description="params: what fixed its output (a JSON schema, a grammar)."
+    )
     role: str | None = Field(default=None, description="Its role in its shape (params: greedy, ...).")
     prefix_cache: bool = Field(description="Sent with the server's prefix cache as users run it.")
     conversation: int | None = Field(

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from itertools import accumulate
 
 from batchprobe.results.shapes import SelfCheck
+from batchprobe.workload.constraints import check_constraint
 from batchprobe.workload.decode import SHOWN
 from batchprobe.workload.items import CountSpec, WorkItem
 from batchprobe.workload.scoring import normalise_answer
@@ -93,6 +94,8 @@ def self_check(item: WorkItem, text: str, pieces: list[str]) -> SelfCheck | None
             kind="recall", passed=hit, detail=None if hit else f"missed its needle ({text[:_SHOW]!r})"
         )
     params = item.params
+    if params.constraint is not None:
+        return check_constraint(params.constraint, text)
     if params.bias_text is not None:
         return check_bias(params.bias_text, text, pieces)
     if params.stop:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from batchprobe import _json
 from batchprobe.client.types import ChatMessage
+from batchprobe.workload.constraints import Constraint, describe
 
 Api = Literal["completions", "chat"]
 
@@ -29,6 +30,9 @@ class SamplingParams(BaseModel):
     )
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
+    constraint: Constraint | None = Field(
+        default=None, description="Its output fixed by a JSON schema or a grammar (constraints)."
+    )
 
     @property
     def greedy(self) -> bool:
@@ -53,6 +57,8 @@ class SamplingParams(BaseModel):
             parts.append(f"presence_penalty {self.presence_penalty:g}")
         if self.frequency_penalty is not None:
             parts.append(f"frequency_penalty {self.frequency_penalty:g}")
+        if self.constraint is not None:
+            parts.append(f"constrained by {describe(self.constraint)}")
         return ", ".join(parts) or "greedy"
 
 

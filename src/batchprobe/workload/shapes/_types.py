@@ -105,6 +105,9 @@ class ShapeContext:
     logprobs_returned: bool = False
     """And some came back: each greedy row checks its own top-1 without a reference."""
     tokens_per_number: float = 6.0
+    constraints: tuple[tuple[str, Api], ...] = ()
+    """The constraints the server honours (json_schema, grammar), each with the request path
+    that honours it: params sends a row of each over it."""
     sliding_window: int | None = None
     context_tokens: int | None = None
     depth: int | None = None

@@ -4,14 +4,19 @@ greedy control rows after them beside greedy traffic only."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Literal
 
+from batchprobe.workload import constraints
+from batchprobe.workload.constraints import CONSTRAINTS, Constraint
 from batchprobe.workload.decode import count_start, counting_item, open_item
-from batchprobe.workload.items import SamplingParams, WorkItem
+from batchprobe.workload.items import Api, SamplingParams, WorkItem
 from batchprobe.workload.shapes._types import Send, ShapeContext, ShapePlan
 from batchprobe.workload.shapes.early import stop_after
 
-Role = Literal["greedy", "open", "control", "sampled", "bias", "stop", "penalty"]
+Role = Literal[
+    "greedy", "open", "control", "sampled", "bias", "stop", "penalty", "json_schema", "grammar"
+]
 # Every role at every size: each open row (greedy, open-ended, asking for top logprobs) sent
 # next to a sampled one, and as many control rows (the same kind of prompt, greedy, sent in
 # the second phase beside greedy traffic only) to compare their divergence from serial with.
@@ -23,8 +28,8 @@ Role = Literal["greedy", "open", "control", "sampled", "bias", "stop", "penalty"
 # row's) that shows another row's parameter, and the stop row's second stop string is the
 # greedy row's number (see ``aim_stops``).
 ROLES: tuple[Role, ...] = (
-    "open", "sampled", "bias", "penalty", "stop", "greedy", "open", "sampled", "open", "open",
-    "control", "control", "control", "control",
+    "open", "sampled", "bias", "penalty", "json_schema", "grammar", "stop", "greedy", "open",
+    "sampled", "open", "open", "control", "control", "control", "control",
 )  # fmt: skip
 BIAS = 100.0
 # Strong enough that a count run with them breaks within a few numbers on a tokenizer that
@@ -45,14 +50,17 @@ TOP_LOGPROBS = 5
 # by itself (its own top-1), and the divergence test's extra rows buy nothing: one of each
 # role, and an open row after the stop row's aim (8 rows, not 14).
 WITH_LOGPROBS: tuple[Role, ...] = (
-    "open", "sampled", "bias", "penalty", "stop", "greedy", "open", "control",
+    "open", "sampled", "bias", "penalty", "json_schema", "grammar", "stop", "greedy", "open",
+    "control",
 )  # fmt: skip
 
 
-def roles(sessions: int, logprobs: bool = False) -> list[Role]:
+def roles(sessions: int, logprobs: bool = False, constraints: Sequence[str] = ()) -> list[Role]:
     """The role of each row: the whole set at least once, ``sessions`` rows when more
-    (``logprobs``: the server returns top logprobs, so the smaller set)."""
-    cycle = WITH_LOGPROBS if logprobs else ROLES
+    (``logprobs``: the server returns top logprobs, so the smaller set; a constraint the
+    server does not honour has no row)."""
+    cycle = [r for r in (WITH_LOGPROBS if logprobs else ROLES)
+             if r not in CONSTRAINTS or r in constraints]
     return [cycle[index % len(cycle)] for index in range(max(sessions, len(cycle)))]
 
 
@@ -75,6 +83,20 @@ def aim_stops(items: list[WorkItem]) -> list[WorkItem]:
         params = item.params.model_copy(update={"stop": stop})
         aimed[index] = item.model_copy(update={"params": params})
     return aimed
+
+
+def _constrained(ctx: ShapeContext, session: int, kind: Constraint, api: Api) -> WorkItem:
+    """A yes-or-no question under a JSON schema or a grammar: its answer checks itself."""
+    return WorkItem(
+        workload="decode",
+        session=session,
+        prompt=constraints.prompt(f"run {ctx.run_id} session {session}", api == "chat"),
+        max_tokens=constraints.MAX_TOKENS,
+        shape=NAME,
+        api=api,
+        params=SamplingParams(constraint=kind),
+        role=kind,
+    )
 
 
 class Params:
@@ -105,9 +127,13 @@ class Params:
         biases = iter(ctx.bias_tokens)
         notes: list[str] = []
         items: list[WorkItem] = []
-        for index, role in enumerate(roles(ctx.sessions, ctx.logprobs_returned)):
+        honoured = dict(ctx.constraints)
+        for index, role in enumerate(roles(ctx.sessions, ctx.logprobs_returned, list(honoured))):
             (session,) = ctx.take_sessions(1)
             api = ctx.api_for(index)
+            if role == "json_schema" or role == "grammar":
+                items.append(_constrained(ctx, session, role, honoured[role]))
+                continue
             if role in ("open", "control"):
                 item = open_item(
                     run_id=ctx.run_id,
@@ -152,4 +178,5 @@ class Params:
         return ShapePlan(self.name, items, sends, notes=notes)
 
 
+NAME = "params"
 SHAPE = Params()
