@@ -181,3 +181,24 @@ def test_llama_cpp_python_serves_its_own_server_portably_built() -> None:
     assert "llama-cpp-python[server]==0.3.36" in step
     assert "cmake.define.GGML_NATIVE=OFF" in step
     assert engine.readiness_path == "/v1/models"
+
+
+def test_a_kv_pool_launch_shares_one_pool_of_the_tokens_given() -> None:
+    def pooled(name: str) -> list[str]:
+        launch = LaunchSpec(model="/models/m", mode="batching", concurrency=16, port=4321,
+                            kv_tokens=2048)
+        inst = Installation(name=name, version="1", root=Path("/env"),
+                            python=Path("/env/bin/python"), executable=Path("/env/bin/srv"))
+        return get_engine(name).launch_argv(inst, launch)
+
+    llama = pooled("llama.cpp")
+    # One context every slot draws from: the per-slot split (16 x 4096) is gone.
+    assert llama[llama.index("-c") + 1] == "2048" and "--kv-unified" in llama
+    assert llama.count("-c") == 1 and llama[llama.index("-np") + 1] == "16"
+    vllm = pooled("vllm")
+    assert vllm[vllm.index("--num-gpu-blocks-override") + 1] == "128"  # blocks of 16
+    sglang = pooled("sglang")
+    assert sglang[sglang.index("--max-total-tokens") + 1] == "2048"
+    # Engines with no such option say so, and a launch asked for one is refused.
+    for name in ("mlx-lm", "vllm-mlx", "transformers", "llama-cpp-python", "ollama"):
+        assert get_engine(name).kv_pool_args(2048) is None, name

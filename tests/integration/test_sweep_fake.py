@@ -107,9 +107,13 @@ def test_every_step_keeps_the_depth_it_says(tmp_path: Path) -> None:
         assert arm is not None and arm.spec.role == "step" and arm.metrics is not None
         assert arm.metrics.timed_shapes == "all"
         assert step.requests >= step.n, "a step sends at least as many requests as its depth"
-        # The client saw the depth reached, and the server said it ran that many.
+        # The client saw the depth reached, and the server said it ran that many (and, for a
+        # moment, a stream its client dropped: the server notices at its next write, after
+        # the retry 5 ms later may have arrived).
         assert step.client_overlap_max == step.n
-        assert step.server_load is not None and step.server_load.running_max == step.n
+        dropped = sum(s.hung_up for s in arm.sessions)
+        load = step.server_load
+        assert load is not None and step.n <= load.running_max <= step.n + dropped, (step, dropped)
         assert step.speedup is not None and step.speedup > 0.6 * step.n, (step.n, step.speedup)
     assert {s.shape for s in report.arm("sweep@1").sessions} == {"burst"}  # type: ignore[union-attr]
     # The serial baseline, sent after the sweep, answered only what the judge asked for: its

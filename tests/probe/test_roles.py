@@ -19,6 +19,8 @@ from batchprobe.workload.shapes import ShapePlan
 from batchprobe.workload.shapes.params import ROLES, WITH_LOGPROBS
 
 PARAMS_ROLES = {"greedy", "open", "control", "sampled", "bias", "stop", "penalty"}
+# Rows only where discovery found the server honours them (the fake honours both).
+CONSTRAINED = {"json_schema", "grammar"}
 
 
 def _default_plans(tmp_path: Path) -> tuple[list[int], Plans]:
@@ -45,19 +47,22 @@ def test_without_logprobs_the_params_wave_keeps_its_divergence_rows() -> None:
 
     without, with_ = Counter(roles(2)), Counter(roles(2, logprobs=True))
     assert without["open"] == without["control"] == 4 and without["sampled"] == 2
-    assert set(with_) == PARAMS_ROLES and sum(with_.values()) == len(WITH_LOGPROBS) < len(ROLES)
+    assert set(with_) == PARAMS_ROLES
+    assert sum(with_.values()) == len(WITH_LOGPROBS) - len(CONSTRAINED) < len(ROLES)
+    constrained = Counter(roles(2, logprobs=True, constraints=["json_schema", "grammar"]))
+    assert set(constrained) == PARAMS_ROLES | CONSTRAINED
 
 
 def test_every_step_of_the_default_plan_carries_every_role(tmp_path: Path) -> None:
     depths, plans = _default_plans(tmp_path)
     assert depths == [1, 2, 4, 8, 16]
-    assert set(ROLES) == set(WITH_LOGPROBS) == PARAMS_ROLES
+    assert set(ROLES) == set(WITH_LOGPROBS) == PARAMS_ROLES | CONSTRAINED
     for depth in depths[1:]:
         mixed = {p.shape: p for p in plans.steps[depth]}
         assert _wave_sends(plans.throughput.get(depth), plans.steps[depth]) >= depth
         params = mixed["params"]
         roles = Counter(i.role for i in params.items)
-        assert set(roles) == PARAMS_ROLES, (depth, roles)
+        assert set(roles) == PARAMS_ROLES | CONSTRAINED, (depth, roles)
         # The fake returns top logprobs: each greedy row checks its own top-1, so one of each
         # role (and a second open row) is the whole set.
         assert roles["open"] >= 2 and roles["sampled"] >= 1 and roles["control"] >= 1

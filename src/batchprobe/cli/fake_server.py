@@ -60,6 +60,13 @@ def _build_config(**values: object) -> FakeServerConfig:
 )
 @click.option("--prefix-cache", is_flag=True, help="Simulate a prompt cache and serve /props.")
 @click.option(
+    "--kv-tokens",
+    type=click.IntRange(min=16, max=10**9),
+    default=None,
+    help="A KV pool of this many tokens shared by the requests in flight, stated in /props and "
+    "/metrics: a full pool queues requests; one larger than the pool gets HTTP 400.",
+)
+@click.option(
     "--close-after-stream",
     is_flag=True,
     help="Close the connection after every stream without a Connection: close header, as "

@@ -81,6 +81,7 @@ PROBE_OPTIONS = [
     _run_option("slo_ttft_p99_s", "--slo-ttft-p99"),
     _run_option("slo_itl_p99_s", "--slo-itl-p99"),
     _run_option("time_budget_s", "--time-budget"),
+    _run_option("kv_tokens", "--kv-tokens"),
     click.option("--quick", is_flag=True, help="The short plan instead of a sweep: serial, then "
                                                "--sessions at once (an engine: simple@1, "
                                                "batching@1, batching@N)."),

@@ -55,6 +55,11 @@ class Engine(ABC):
     def launch_argv(self, inst: Installation, spec: LaunchSpec) -> list[str]:
         """The server's argv for one mode and concurrency (never a shell string)."""
 
+    def kv_pool_args(self, tokens: int) -> list[str] | None:
+        """The launch options that give the server one KV pool of ``tokens`` shared by every
+        request (the pressure wave's launch); None when the engine has no such option."""
+        return None
+
     def launch_env(self, inst: Installation, spec: LaunchSpec) -> dict[str, str]:
         """Extra environment variables the server needs (most need none)."""
         return {}

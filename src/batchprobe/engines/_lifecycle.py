@@ -141,6 +141,7 @@ def launch(
     stop_grace: float = TERM_GRACE_S,
     prefix_cache: bool = False,
     extra_args: Sequence[str] = (),
+    kv_tokens: int | None = None,
 ) -> Iterator[RunningEngine]:
     """Start the engine for one configuration, wait until it is ready, stop it on exit.
 
@@ -151,10 +152,14 @@ def launch(
     ``PR_SET_PDEATHSIG``) does the same if this process dies first. The launch is recorded
     under the cache (``launches/``) for ``engines doctor``, and gets an empty ``state_dir``
     under ``scratch/``, removed when it stops. ``prefix_cache`` keeps the engine's default
-    prefix cache; ``extra_args``, ``extra_env`` and ``pythonpath_prepend`` reach the engine.
+    prefix cache; ``extra_args``, ``extra_env`` and ``pythonpath_prepend`` reach the engine;
+    ``kv_tokens`` launches it with one KV pool of that many tokens (a ConfigError for an
+    engine without the option).
     """
     engine, version = _pick_engine(ref, registry, serve_cmd)
     checked_mode = check_mode(mode)
+    if kv_tokens is not None and engine.kv_pool_args(kv_tokens) is None:
+        raise ConfigError("kv_tokens", f"{engine.name} has no launch option that sizes its KV pool")
     if not 1 <= concurrency <= MAX_CONCURRENCY:
         raise ConfigError(
             "concurrency", f"{concurrency} is out of range; allowed: 1..{MAX_CONCURRENCY}"
@@ -171,6 +176,7 @@ def launch(
             concurrency=concurrency,
             port=reserve_port(LOOPBACK),
             prefix_cache=prefix_cache,
+            kv_tokens=kv_tokens,
             state_dir=Path(state_dir),
         )
         argv = [*engine.launch_argv(inst, spec), *extra_args]

@@ -96,6 +96,11 @@ class LaunchSpec(BaseModel):
     prefix_cache: bool = Field(
         default=False, description="Keep the engine's default prefix cache (the repeat wave)."
     )
+    kv_tokens: int | None = Field(
+        default=None, ge=16,
+        description="A KV pool of this many tokens shared by every request (the engine's "
+        "kv_pool_args); None: the engine's own sizing.",
+    )
     state_dir: Path | None = Field(
         default=None,
         description="An empty directory of this launch's own, removed when it stops: for what "

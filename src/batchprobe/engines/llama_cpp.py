@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from batchprobe.engines._base import Engine
+from batchprobe.engines._known import KnownIssue
 from batchprobe.engines._types import (
     Capabilities,
     Installation,
@@ -38,6 +39,25 @@ CMAKE_FLAGS = (
 _BUILD_RE = re.compile(r"version:\s*(\S+)\s*\(([^)]*)\)")
 
 
+POOL_FULL = KnownIssue(
+    issue_id="llama.cpp#23652",
+    title="llama-server fails every running request when its unified KV pool fills",
+    patterns=(r"Context size has been exceeded",),
+    explanation=(
+        "With one KV pool shared by every slot (--kv-unified, llama.cpp's own layout when it "
+        "picks the slot count), the scheduler admits requests while their prompts fit and "
+        "lets them grow; when a decode step finds no free cell it ends every request being "
+        "processed with 'Context size has been exceeded.' (HTTP 500, or an error event in a "
+        "stream), although each would have fit alone. It queues nothing and preempts nothing."
+    ),
+    remedy=(
+        "Give each slot its own share of the context (an explicit -np without --kv-unified, "
+        "or --no-kv-unified) sized for the longest request, so the pool is slots x context; "
+        "or size the unified pool (-c) for every slot's longest request at once."
+    ),
+)
+
+
 def cmake_flags(platform: PlatformName) -> tuple[str, ...]:
     """CMake flags for a static, server-only build (Metal on Apple Silicon)."""
     return CMAKE_FLAGS + (("-DGGML_METAL=ON",) if platform == "macos-arm64" else ())
@@ -53,6 +73,7 @@ class LlamaCpp(Engine):
     description = "llama.cpp's llama-server (GGUF models), built locally and cached by version."
     package = "llama-cpp-python"
     default_version = "0.3.36"
+    known_issues = (POOL_FULL,)
     capabilities = Capabilities(
         default_api="completions",
         tokenize_path="/tokenize",
@@ -97,6 +118,11 @@ class LlamaCpp(Engine):
         build = found.group(1)
         return f"{'b' if build.isdigit() else ''}{build} ({found.group(2)})"
 
+    def kv_pool_args(self, tokens: int) -> list[str]:
+        """One context of ``tokens`` that every slot draws from (llama.cpp's own layout when
+        it picks the slot count)."""
+        return ["-c", str(tokens), "--kv-unified"]
+
     def launch_argv(self, inst: Installation, spec: LaunchSpec) -> list[str]:
         slots = 1 if spec.mode == "simple" else spec.concurrency
         argv = [
@@ -111,9 +137,9 @@ class LlamaCpp(Engine):
             str(os.cpu_count() or 1),
             "-np",
             str(slots),
-            # The context is split evenly between slots; keep each slot's share fixed.
-            "-c",
-            str(CTX_PER_SLOT * slots),
+            *(self.kv_pool_args(spec.kv_tokens) if spec.kv_tokens is not None else
+              # The context is split evenly between slots; keep each slot's share fixed.
+              ["-c", str(CTX_PER_SLOT * slots)]),
             "--metrics",
             "--no-webui",
         ]

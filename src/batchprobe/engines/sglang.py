@@ -42,7 +42,11 @@ class Sglang(PipEngine):
             str(running),
             "--random-seed",
             "0",
+            *(self.kv_pool_args(spec.kv_tokens) if spec.kv_tokens is not None else []),
         ]
+
+    def kv_pool_args(self, tokens: int) -> list[str]:
+        return ["--max-total-tokens", str(tokens)]
 
 
 ENGINE = Sglang()

@@ -43,7 +43,12 @@ class Vllm(PipEngine):
             str(seqs),
             "--seed",
             "0",
+            *(self.kv_pool_args(spec.kv_tokens) if spec.kv_tokens is not None else []),
         ]
+
+    def kv_pool_args(self, tokens: int) -> list[str]:
+        """vLLM's pool is blocks of 16 tokens (its default block size)."""
+        return ["--num-gpu-blocks-override", str(max(1, tokens // 16))]
 
 
 ENGINE = Vllm()

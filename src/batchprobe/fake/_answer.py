@@ -141,6 +141,17 @@ def clean_stop(answer: Answer) -> Answer:
     return answer.kept(len(answer.texts) // 2, "stop")
 
 
+def repeated(answer: Answer, at: int, count: int) -> Answer:
+    """The ``count`` tokens before ``at`` generated again at ``at`` (a preempted request
+    resumed from a stale position); the reply keeps its length."""
+    start = max(0, at - count)
+    texts = [*answer.texts[:at], *answer.texts[start:at], *answer.texts[at:]]
+    logprobs = [*answer.logprobs[:at], *answer.logprobs[start:at], *answer.logprobs[at:]]
+    size = len(answer.texts)
+    return Answer.of_texts(texts[:size], logprobs[:size], answer.finish_reason,
+                           frozenset(i for i in answer.off_top if i < size))
+
+
 def fault_from(answer: Answer, start: int, fault: LateFault) -> Answer:
     """The ``early`` trigger's version of ``answer``: tokens from ``start`` on faulted.
 

@@ -24,7 +24,8 @@ def build_app(config: FakeServerConfig) -> web.Application:
     app.router.add_post("/v1/chat/completions", _handlers.chat_completions)
     # llama.cpp's tokenizer endpoint, so a client can aim a logit_bias at a word.
     app.router.add_post("/tokenize", _handlers.tokenize)
-    if config.prefix_cache:
-        # Only a server with a prompt cache has llama.cpp's /props; without it, 404.
+    if config.prefix_cache or config.kv_tokens is not None:
+        # Only a server with a prompt cache or a stated KV pool has llama.cpp's /props;
+        # without either, 404.
         app.router.add_get("/props", _handlers.props)
     return app

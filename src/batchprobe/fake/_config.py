@@ -54,6 +54,12 @@ Fault = Literal[
     "abort_wedge",
     "abort_ignored",
     "abort_held",
+    # KV-pool bugs, each only once the pool (kv_tokens) is full or too small for a request
+    # (see fake._pool): every running request errored; the youngest preempted and repeating
+    # tokens once resumed; a request larger than the pool left waiting for ever.
+    "pool_error",
+    "preempt_repeat",
+    "oversize_hang",
 ]
 FaultWhen = Literal[
     "always", "concurrent", "above", "join", "ragged", "early", "repeat", "params", "warmup"
@@ -71,6 +77,9 @@ _COUNTED = ("exit_after", "stall")
 
 # The faults a client's hang-up sets off (fake._state.ServerState.client_gone).
 ABORT_FAULTS: tuple[str, ...] = ("abort_leak", "abort_wedge", "abort_ignored", "abort_held")
+
+# The faults of a full KV pool: they need kv_tokens (fake._pool).
+POOL_FAULTS: tuple[str, ...] = ("pool_error", "preempt_repeat", "oversize_hang")
 
 # The faults that answer a conversation turn from the wrong cached prompt (fake._turns).
 TURN_FAULTS: tuple[str, ...] = ("conversation_leak", "stale_turn")
@@ -175,6 +184,12 @@ class FakeServerConfig(BaseModel):
     ``logprobs.content[].top_logprobs``, as llama-server sends them) or ``none`` (never any:
     ``logprobs`` is null, as on servers that ignore the field)."""
 
+    kv_tokens: int | None = Field(default=None, ge=16, le=10**9)
+    """A KV pool of this many tokens shared by the requests in flight (each holds its prompt
+    and the tokens it generated), stated in ``/props`` (``n_ctx``) and ``/metrics``
+    (``vllm:cache_config_info``). Healthy, a request waits until its whole need fits and
+    one that never can is refused with HTTP 400. None: no pool (memory is never short)."""
+
     serve_completions: bool = True
     """False: no ``/v1/completions`` (404 there), chat only, like transformers serve 4.56.2."""
 
@@ -194,6 +209,14 @@ class FakeServerConfig(BaseModel):
             raise ValueError(
                 f"{value!r} answers from the prefix cache: needs prefix_cache true (--prefix-cache)"
             )
+        return value
+
+    @field_validator("kv_tokens")
+    @classmethod
+    def _pool_faults_need_a_pool(cls, value: int | None, info: ValidationInfo) -> int | None:
+        fault = info.data.get("fault")
+        if fault in POOL_FAULTS and value is None:
+            raise ValueError(f"required (tokens, 16 or more) when fault is {fault!r}")
         return value
 
     @field_validator("exit_after")

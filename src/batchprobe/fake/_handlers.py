@@ -26,6 +26,7 @@ from batchprobe.workload.needle import asked_code, find_needle_code
 
 # A cached prompt skips most of prefill, as llama.cpp's prompt cache does.
 CACHED_TTFT_FRACTION = 0.1
+POOL_BLOCK = 16
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -57,6 +58,13 @@ async def metrics(request: web.Request) -> web.Response:
     for name, value in (("running", state.running), ("waiting", state.waiting)):
         gauge = f"vllm:num_requests_{name}"
         lines += [f"# TYPE {gauge} gauge", f"{gauge}{label} {value}"]
+    if state.pool is not None:
+        # vLLM's pool: blocks of 16 tokens, and its preemption counter.
+        blocks = state.pool.size // POOL_BLOCK
+        info = f'{{block_size="{POOL_BLOCK}",num_gpu_blocks="{blocks}"}}'
+        lines += ["# TYPE vllm:cache_config_info gauge", f"vllm:cache_config_info{info} 1.0",
+                  "# TYPE vllm:num_preemptions_total counter",
+                  f"vllm:num_preemptions_total{label} {state.pool.preemptions}"]
     body = ("\n".join(lines) + "\n").encode()
     return web.Response(body=body, headers={"Content-Type": METRICS_CONTENT_TYPE})
 
@@ -67,9 +75,11 @@ def _label_value(value: str) -> str:
 
 
 async def props(request: web.Request) -> web.Response:
-    """llama.cpp's /props, enough for a client to detect the ``cache_prompt`` switch."""
+    """llama.cpp's /props, enough for a client to detect the ``cache_prompt`` switch and
+    the context (the KV pool when there is one)."""
     state = request.app[STATE_KEY]
-    settings = {"n_ctx": 32768, "params": {"cache_prompt": True}, "model": state.config.model_id}
+    n_ctx = state.pool.size if state.pool is not None else 32768
+    settings = {"n_ctx": n_ctx, "params": {"cache_prompt": True}, "model": state.config.model_id}
     return _json_response(
         {
             "default_generation_settings": settings,
@@ -131,6 +141,11 @@ async def _generate(request: web.Request, api: Api) -> web.StreamResponse:
     code = asked_code(gen.prompt) or find_needle_code(gen.prompt)
     # The healthy answer, known on arrival: its length is what the early trigger compares.
     healthy = respond(gen, prompt=gen.prompt, code=code, sampling=gen.sampling, vocab=state.vocab)
+    need = gen.prompt_tokens + len(healthy.texts)
+    if state.pool is not None and state.pool.refuses(need):
+        message = (f"the request needs {need} tokens of KV cache (prompt and answer); the pool "
+                   f"holds {state.pool.size}")
+        return error_response(400, message, "invalid_request_error")
     with state.track(gen, code, len(healthy.texts), request.transport) as flight:
         async with state.slot(flight):
             response = await _reply(request, state, flight, healthy)

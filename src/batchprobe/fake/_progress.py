@@ -3,9 +3,10 @@ counts), and revised once when the ``early`` trigger marks the flight mid-reply.
 
 from __future__ import annotations
 
-from batchprobe.fake._answer import Answer, fault_from
+from batchprobe.fake._answer import Answer, fault_from, repeated
 from batchprobe.fake._clock import TokenClock, sleep_until
 from batchprobe.fake._config import LateFault
+from batchprobe.fake._pool import REPEATED
 from batchprobe.fake._state import Flight, ServerState
 
 _LATE_FAULTS: dict[str, LateFault] = {
@@ -28,6 +29,7 @@ class Progress:
         self._flight = flight
         self._late = late
         self._revised = False
+        self._pool_revised = False
 
     @property
     def cut(self) -> bool:
@@ -53,7 +55,13 @@ class Progress:
 
     def revise(self, answer: Answer, index: int) -> Answer:
         """``answer`` as it stands when token ``index`` is due: from the departure that
-        marked the flight on, faulted (once; later calls return it unchanged)."""
+        marked the flight on, faulted, or from where a pool fault cut it (each once; later
+        calls return it unchanged)."""
+        cut = self._flight.pool_cut
+        if cut is not None and not self._pool_revised and index >= cut[0]:
+            self._pool_revised = True
+            at, how = cut
+            return answer.kept(at, "error") if how == "error" else repeated(answer, at, REPEATED)
         start = self._flight.fault_from
         if self._late is None or self._revised or start is None or index < start:
             return answer

@@ -22,6 +22,7 @@ from aiohttp import web
 from batchprobe.fake import _triggers
 from batchprobe.fake._config import ABORT_FAULTS, WARMUP_PREFIX, FakeServerConfig
 from batchprobe.fake._model import checkable
+from batchprobe.fake._pool import KvPool, PoolCut
 from batchprobe.fake._requests import GenRequest, Sampling
 from batchprobe.fake._tokens import Vocabulary
 from batchprobe.fake._turns import TurnMemory
@@ -68,6 +69,8 @@ class Flight:
     hung_up: bool = False
     """Its client closed the connection before the reply's end."""
     connection: asyncio.BaseTransport | None = None
+    pool_cut: tuple[int, PoolCut] | None = None
+    """A pool fault cut its reply at this token: ended with an error, or repeating."""
 
 
 class ServerState:
@@ -76,6 +79,7 @@ class ServerState:
         # Continuous batching admits up to batch_cap generators; serial admits one.
         cap = config.batch_cap if config.batching == "continuous" else 1
         self._slots = asyncio.Semaphore(cap)
+        self.pool = KvPool(config.kv_tokens, config.fault) if config.kv_tokens else None
         self.active = 0
         # What /metrics and the above trigger count: requests not finished (see finish),
         # and those of them holding a slot.
@@ -183,6 +187,12 @@ class ServerState:
     def note_token(self, flight: Flight) -> None:
         """``flight`` generated one more token; its last one is its departure."""
         flight.generated += 1
+        if self.pool is not None:
+            running = [f.seq for f in self._inflight.values() if f.holds_slot and not f.finished]
+            for seq, cut in self.pool.grow(flight.seq, running).items():
+                victim = self._inflight[seq]
+                if victim.pool_cut is None:
+                    victim.pool_cut = (victim.generated, cut)
         if flight.first_tick is None:
             flight.first_tick = self._tick()
             self._decoding += 1
@@ -203,9 +213,10 @@ class ServerState:
 
     @contextlib.asynccontextmanager
     async def slot(self, flight: Flight) -> AsyncIterator[None]:
-        """Wait for a generation slot; ``active`` counts the requests holding one, and
-        ``running`` those of them not finished."""
-        async with self._slots:
+        """Wait for room in the KV pool (when there is one), then for a generation slot;
+        ``active`` counts the requests holding one, and ``running`` those of them not
+        finished."""
+        async with self._admitted(flight), self._slots:
             self.active += 1
             flight.holds_slot = True
             if not flight.finished:
@@ -217,6 +228,12 @@ class ServerState:
                 flight.holds_slot = False
                 if not flight.finished:
                     self._running -= 1
+
+    def _admitted(self, flight: Flight) -> contextlib.AbstractAsyncContextManager[None]:
+        if self.pool is None:
+            return contextlib.nullcontext()
+        gen = flight.gen
+        return self.pool.admit(flight.seq, gen.prompt_tokens, gen.prompt_tokens + flight.planned)
 
     def step_s(self) -> float:
         """Seconds per token for each generating request, given how many generate now."""

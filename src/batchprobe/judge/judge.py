@@ -42,7 +42,7 @@ from batchprobe.judge.divergence import sampled_divergence
 from batchprobe.judge.references import References, is_reference, needs_reference, references
 from batchprobe.results.arms import ArmComparison, ArmResult
 from batchprobe.results.findings import CheckName, Finding, FindingKind, Judged, Severity
-from batchprobe.results.sessions import SessionResult
+from batchprobe.results.sessions import SessionResult, refused_up_front
 from batchprobe.results.shapes import SelfCheck
 from batchprobe.results.thresholds import Thresholds
 
@@ -299,9 +299,62 @@ def _capacity(arm: ArmResult, t: Thresholds) -> Finding | None:
                    message=message)
 
 
+def _pool_failures(arm: ArmResult) -> list[SessionResult]:
+    """The pressure wave's requests the server took and then failed (not those it refused
+    up front with 429/503, not the oversize one, judged on its own)."""
+    p = arm.pressure
+    if p is None:
+        return []
+    return [s for s in arm.sessions if s.error is not None and not refused_up_front(s)
+            and (s.situation is None or s.situation.role != "oversize")]
+
+
+def _listed(sessions: list[int], most: int = 8) -> str:
+    more = f" and {len(sessions) - most} more" if len(sessions) > most else ""
+    return ", ".join(map(str, sessions[:most])) + more
+
+
+def _pool(arm: ArmResult) -> list[Finding]:
+    """A full KV pool that failed requests each of which fits alone (the scheduler admitted
+    more than the pool holds), and an oversize request that got neither an answer nor an
+    error within its deadline."""
+    p = arm.pressure
+    if p is None:
+        return []
+    found = []
+    failed = _pool_failures(arm)
+    if failed:
+        peak = (f"{p.peak_tokens} tokens in flight at the peak" if p.peak_tokens is not None
+                else f"{p.planned_tokens} tokens planned in flight")
+        first = failed[0].error
+        said = f": {first.message}" if first is not None else ""
+        found.append(Finding(
+            arm=arm.spec.name, step=_step(arm), shape="pressure", kind=FindingKind.KV_POOL,
+            sessions=[s.session for s in failed],
+            evidence=f"{len(failed)} of {p.requests} failed; pool {p.pool.tokens}",
+            message=(f"sessions {_listed([s.session for s in failed])}: {len(failed)} of "
+                     f"{p.requests} running requests failed when the KV pool "
+                     f"filled ({peak} against a pool of {p.pool.tokens}, {p.pool.source}); "
+                     f"each fits alone ({p.tokens_per_request} tokens), so the server admitted "
+                     f"more than its pool holds and failed what it had taken{said}"),
+        ))
+    if p.oversize == "hung":
+        oversize = [s.session for s in arm.sessions
+                    if s.situation is not None and s.situation.role == "oversize"]
+        found.append(Finding(
+            arm=arm.spec.name, step=_step(arm), shape="pressure", kind=FindingKind.KV_POOL,
+            sessions=oversize, evidence=f"no reply in {p.oversize_deadline_s:.0f} s",
+            message=(f"session {_listed(oversize)}, a request larger than the KV pool "
+                     f"({p.oversize_tokens} prompt tokens "
+                     f"against {p.pool.tokens}) got neither an error nor an answer within "
+                     f"{p.oversize_deadline_s:.0f} s: it hangs instead of being refused"),
+        ))
+    return found
+
+
 def _arm_level(arm: ArmResult, t: Thresholds) -> list[Finding]:
     base = {"arm": arm.spec.name, "step": _step(arm)}
-    found = []
+    found = _pool(arm)
     capacity = _capacity(arm, t)
     if capacity is not None:
         found.append(capacity)
@@ -384,10 +437,15 @@ def judge_arm(arm: ArmResult, reference: bool, refs: References, t: Thresholds) 
     found = _arm_level(arm, t)
     tally = _Tally()
     awaiting: list[int] = []
+    pooled = {s.session for s in _pool_failures(arm)}
     for s in arm.sessions:
         if s.error is not None:
-            found.append(_error(arm, s, refs, reference))
+            if arm.pressure is None or not (s.session in pooled or refused_up_front(s)
+                                            or (s.situation and s.situation.role == "oversize")):
+                found.append(_error(arm, s, refs, reference))
             continue
+        if s.situation is not None and s.situation.role == "oversize":
+            continue  # larger than the pool: answered or refused, both are the server's call
         if s.hung_up:
             continue  # cut by its own client on purpose: its retry and neighbours are judged
         tally.count(s.shape, "errors")

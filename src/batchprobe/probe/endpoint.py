@@ -60,6 +60,11 @@ class EndpointProvider(Protocol):
 
     def explain(self, exc: BatchprobeError) -> list[Diagnosis]: ...
 
+    def kv_pool(self, tokens: int) -> bool:
+        """Whether an arm can get a server launched with one KV pool of ``tokens`` (a URL's
+        server is as it is)."""
+        ...
+
 
 class UrlProvider:
     """Every arm talks to the same already-running server."""
@@ -77,6 +82,9 @@ class UrlProvider:
 
     def explain(self, exc: BatchprobeError) -> list[Diagnosis]:
         return []
+
+    def kv_pool(self, tokens: int) -> bool:
+        return False
 
 
 def known_from_bodies(error_bodies: list[str]) -> list[Diagnosis]:

@@ -34,7 +34,7 @@ INTERVAL_S = 0.1
 _MB = 1024 * 1024
 
 
-def _gauge(text: str, name: str) -> float | None:
+def gauge(text: str, name: str) -> float | None:
     """The sum of a gauge's samples over its label sets; None when it is not there."""
     values = []
     for line in text.splitlines():
@@ -49,9 +49,9 @@ def _gauge(text: str, name: str) -> float | None:
 def read_gauges(text: str) -> tuple[str, int, int | None] | None:
     """(source, running, waiting) from a Prometheus text page, for the first engine it names."""
     for source, running, waiting in GAUGES:
-        value = _gauge(text, running)
+        value = gauge(text, running)
         if value is not None:
-            queued = _gauge(text, waiting)
+            queued = gauge(text, waiting)
             return source, round(value), None if queued is None else round(queued)
     return None
 

@@ -91,6 +91,7 @@ class EngineProvider:
             serve_cmd=self.serve_cmd,
             prefix_cache=spec.prefix_cache,
             extra_args=self.engine_args,
+            kv_tokens=spec.kv_tokens,
         ) as engine:
             yield self._endpoint(engine)
 
@@ -119,6 +120,12 @@ class EngineProvider:
 
     def __call__(self, spec: ArmSpec) -> AbstractContextManager[Endpoint]:
         return self._provide(spec)
+
+    def kv_pool(self, tokens: int) -> bool:
+        """Whether the engine can be launched with one KV pool of ``tokens``."""
+        if self.serve_cmd is not None:
+            return False
+        return get_engine(self.ref.name).kv_pool_args(tokens) is not None
 
     def explain(self, exc: BatchprobeError) -> list[Diagnosis]:
         """Diagnose an engine that failed to start or died, from its latest log."""

@@ -106,10 +106,13 @@ def arm_metrics(
     )
 
 
-def situations(arms: Sequence[ArmResult]) -> Situations:
-    """What the run's concurrent arms made happen (aborts, retries, capacity checks)."""
-    made = Situations()
+def situations(arms: Sequence[ArmResult], kv_not_run: str | None = None) -> Situations:
+    """What the run's concurrent arms made happen (aborts, retries, capacity checks, the
+    wave past the KV pool, or why there was none)."""
+    made = Situations(kv_not_run=kv_not_run)
     for arm in arms:
+        if arm.pressure is not None:
+            made.kv_pressure, made.kv_not_run = arm.pressure, None
         dropped = {s.session for s in arm.sessions if s.hung_up}
         made.aborts += len(dropped)
         made.aborts_while_waiting += sum(

@@ -55,7 +55,7 @@ class ReferenceRounds:
         if self.every:
             fresh = {i.session for p in self.plans for i in p.items} if index == 0 else set()
             return self._send(fresh)
-        answers = [s for a in self.arms if a.spec.role == "step" for s in a.sessions]
+        answers = [s for a in self.arms if a.spec.role in ("step", "pressure") for s in a.sessions]
         refs = references(self.arms)
         want: Wanted
         if index == 0:

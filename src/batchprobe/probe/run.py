@@ -36,6 +36,7 @@ from batchprobe.probe.endpoint import Endpoint, EndpointProvider, engine_died, s
 from batchprobe.probe.interrupts import Interrupts, signals_as_interrupt
 from batchprobe.probe.items import Plans, build_plans
 from batchprobe.probe.metrics import arm_metrics, situations
+from batchprobe.probe.pressure import PressureWave
 from batchprobe.probe.references import ReferenceRounds
 from batchprobe.probe.replay import replay_wrong
 from batchprobe.probe.status import status_for
@@ -150,6 +151,7 @@ class ProbeRun:
         self.plans = Plans()
         self.interrupts = Interrupts()
         self.sweep: Sweep | None = None
+        self.pressure: PressureWave | None = None
 
     def save(self) -> None:
         write_report(self.report, self.output)
@@ -433,8 +435,11 @@ class ProbeRun:
             judgement,
         )
         report.verdict.reasons += cache_notes(report.arms) + skipped_shapes(report.shapes)
-        report.situations = situations(report.arms)
-        if report.situations.aborts or report.situations.not_checked:
+        planned = self.sweep is not None
+        report.situations = situations(
+            report.arms, self.pressure.not_run if self.pressure is not None else
+            "the run stopped before it" if planned else "runs after a sweep only")
+        if planned or report.situations.aborts or report.situations.not_checked:
             report.verdict.reasons.append(report.situations.describe())
 
 
@@ -513,6 +518,8 @@ def run_probe(
             if config.sweep:
                 run.sweep = Sweep(run)
                 run.sweep.launch()
+                run.pressure = PressureWave(run)
+                run.pressure.launch()
                 run.references()
                 run.sweep.after_references(run.judgement)
             status = Status.OK

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from batchprobe.client.types import ErrorKind, RequestError
 from batchprobe.results.client import ClientHealth
+from batchprobe.results.pool import PoolPressure
 from batchprobe.results.sessions import SessionResult, Workload
 from batchprobe.results.shapes import WaveResult
 
@@ -29,10 +30,14 @@ class ArmSpec(_Model):
     depth: int | None = Field(
         default=None, description="The sweep step this arm belongs to (sweep@N, references@N)."
     )
-    role: Literal["arm", "step", "reference"] = Field(
+    role: Literal["arm", "step", "reference", "pressure"] = Field(
         default="arm",
         description="arm: a planned arm; step: a sweep step (all its shapes in one wave); "
-        "reference: a serial pass whose sessions are references, like the baseline's.",
+        "reference: a serial pass whose sessions are references, like the baseline's; "
+        "pressure: the wave past the KV pool, after the sweep.",
+    )
+    kv_tokens: int | None = Field(
+        default=None, description="A managed engine launched with a KV pool of this many tokens."
     )
 
 
@@ -118,6 +123,9 @@ class ArmResult(_Model):
     server_alive_after: bool | None = None
     capacity: CapacityCheck | None = Field(
         default=None, description="A step with client aborts: did the dropped requests stop?"
+    )
+    pressure: PoolPressure | None = Field(
+        default=None, description="The pressure wave: the pool, and what it put in flight."
     )
     engine_version: str | None = None
     served_model: str | None = None

@@ -116,6 +116,13 @@ class RunConfig(_Model):
         description="The steady-state window of a throughput sample: tokens each stream streams "
         "while every stream of the sample decodes; max_tokens is sized for it.",
     )
+    kv_tokens: int | None = Field(
+        default=None,
+        ge=16,
+        le=10**9,
+        description="The server's KV pool in tokens, given by hand (a URL whose server does not "
+        "state it): the pressure wave after the sweep fills it past 125%.",
+    )
     thresholds: Thresholds = Field(default_factory=Thresholds)
     client_procs: int | None = Field(
         default=None,

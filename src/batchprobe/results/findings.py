@@ -52,6 +52,7 @@ class FindingKind(str, Enum):
     NOT_JUDGED = "not_judged"  # the serial reference failed its own check
     THROUGHPUT_DROP = "throughput_drop"  # the server's history: slower after the mixed waves
     ABORT_IGNORED = "abort_ignored"  # a request its client dropped went on running
+    KV_POOL = "kv_pool"  # requests that fit alone failed once the KV pool filled, or one hung
 
 
 Severity = Literal["hard", "soft", "info"]
@@ -75,6 +76,7 @@ CheckName = Literal[
     "supported",
     "throughput",
     "aborts",
+    "kv_pool",
 ]
 
 # The check (test case) each kind of finding fails.
@@ -101,6 +103,7 @@ CHECK_OF: dict[FindingKind, CheckName] = {
     FindingKind.NOT_JUDGED: "supported",
     FindingKind.THROUGHPUT_DROP: "throughput",
     FindingKind.ABORT_IGNORED: "aborts",
+    FindingKind.KV_POOL: "kv_pool",
 }
 
 

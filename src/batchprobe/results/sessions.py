@@ -123,3 +123,9 @@ class SessionResult(_Model):
     @property
     def e2e_s(self) -> float:
         return self.end_s - self.start_s
+
+
+def refused_up_front(s: SessionResult) -> bool:
+    """A request the server refused before any token with HTTP 429 or 503 (a full server
+    saying so), not one it took and then failed."""
+    return s.error is not None and s.first_token_s is None and s.error.http_status in (429, 503)

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from batchprobe.results.pool import PoolPressure
+
 CheckKind = Literal["recall", "count", "bias", "stop", "constraint"]
 # Departures recorded per request: enough for any shape's wave (early's are a handful); a
 # sweep step 1,024 deep would otherwise record a million.
@@ -115,8 +117,29 @@ class Situations(_Model):
     not_checked: list[str] = Field(
         default_factory=list, description="Situations made but not checked, and why."
     )
+    kv_pressure: PoolPressure | None = Field(
+        default=None, description="The wave past the KV pool: the pool and the peak in flight."
+    )
+    kv_not_run: str | None = Field(
+        default=None, description="Why no wave filled the KV pool (None when one ran)."
+    )
 
     def describe(self) -> str:
+        return f"{self._aborts()}; {self._pool()}"
+
+    def _pool(self) -> str:
+        p = self.kv_pressure
+        if p is None:
+            return f"no wave filled the KV pool ({self.kv_not_run or 'not planned'})"
+        held = (f", the replies held at most {p.peak_tokens} at once"
+                if p.peak_tokens is not None else "")
+        assumed = f"; {p.pool.assumption}" if p.pool.assumption else ""
+        pre = f", {p.preemptions} preemption(s) counted" if p.preemptions else ""
+        return (f"KV pool of {p.pool.tokens} tokens ({p.pool.source}{assumed}): {p.requests} "
+                f"requests asked for {p.planned_tokens} at once ({p.asked:.0%} of it){held}"
+                f"{pre}; the request larger than the pool was {p.oversize}")
+
+    def _aborts(self) -> str:
         if not self.aborts:
             return "situations: no client abort was made"
         checked = (f"; capacity read against the client in {self.capacity_checked} step(s)"
