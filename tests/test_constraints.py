@@ -43,3 +43,29 @@ def test_the_request_fields_are_openais_and_llama_cpps() -> None:
     schema = request_fields("json_schema")["response_format"]
     assert isinstance(schema, dict) and schema["type"] == "json_schema"
     assert request_fields("grammar") == {"grammar": 'root ::= "yes" | "no"'}
+
+
+def test_a_constrained_row_in_other_token_cuts_of_its_references_text_is_not_wrong() -> None:
+    # llama.cpp's grammar sampler took `"answer"` whole in one run and in four pieces in
+    # another (13 and 17 tokens for the same text, serial runs included): the text decides.
+    from batchprobe.judge.answers import ended_early, usage_mismatch
+    from batchprobe.results.sessions import SessionResult
+    from batchprobe.results.shapes import Situation
+
+    text = '{\n    "answer": "yes"\n}'
+
+    def row(tokens: int, constraint: str | None) -> SessionResult:
+        sit = Situation(shape="params", api="chat", arrival_s=0.0, in_flight_at_arrival=6,
+                        decoding_at_arrival=6, max_tokens=24, params="greedy",
+                        prefix_cache=False, constraint=constraint)  # type: ignore[arg-type]
+        return SessionResult(arm="sweep@8", workload="decode", session=143, request_id="r",
+                             start_s=0.0, end_s=1.0, text=text, completion_tokens=tokens,
+                             finish_reason="stop", prompt_digest="d", situation=sit,
+                             chunk_ends=list(range(1, 12)))
+
+    ref = row(17, "json_schema")
+    assert ended_early(row(13, "json_schema"), ref, 2) is None
+    assert usage_mismatch(row(13, "json_schema"), ref, 2) is None
+    # Unconstrained, the same text is the same tokens: other counts are still usage that is
+    # not this reply's.
+    assert usage_mismatch(row(13, None), row(17, None), 2) is not None
