@@ -187,7 +187,8 @@ class ServerState:
     def note_token(self, flight: Flight) -> None:
         """``flight`` generated one more token; its last one is its departure."""
         flight.generated += 1
-        if self.pool is not None:
+        if self.pool is not None and self.pool.optimistic:
+            # Only a pool fault's optimistic pool grows per token (healthy: reserved whole).
             running = [f.seq for f in self._inflight.values() if f.holds_slot and not f.finished]
             for seq, cut in self.pool.grow(flight.seq, running).items():
                 victim = self._inflight[seq]
