@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
+import pytest
 from aiohttp import web
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from batchprobe.client._errors import Fault
 from batchprobe.client._stream import ReplyParser
 from client_replies import (
     DONE,
@@ -222,3 +225,51 @@ def test_non_streaming_chat() -> None:
     assert record.started_at < record.first_token_at <= record.finished_at
 
 
+
+
+# --- several choices (n) -------------------------------------------------------------------
+
+
+def _choice(index: int, text: str, finish: str | None = None) -> bytes:
+    event = {"choices": [{"index": index, "text": text, "finish_reason": finish}]}
+    return b"data: " + json.dumps(event).encode() + b"\n\n"
+
+
+def _feed(events: list[bytes], n: int, api: str = "completions") -> Any:
+    parser = ReplyParser(api, want_logprobs=False, streamed=True, max_tokens=8, choices=n)  # type: ignore[arg-type]
+    for event in events:
+        parser.feed(event, 1.0)
+    parser.finish(2.0)
+    return parser.record("r", 0.0, 2.0, None)
+
+
+def test_two_choices_interleaved_are_kept_apart_by_index() -> None:
+    # llama.cpp's layout: one choice per event, index 1 may end first with its own usage.
+    events = [_choice(1, " 1"), _choice(0, " 1"), _choice(1, "02", "length"), USAGE,
+              _choice(0, "02"), _choice(0, "", "length"), USAGE, DONE]
+    record = _feed(events, 2)
+    assert record.text == " 102" and record.finish_reason == "length"
+    assert [(c.index, c.text, c.finish_reason) for c in record.choices] == [(1, " 102", "length")]
+    # Asked for one, the first choice of each event is the answer, as before.
+    assert _feed([_choice(0, "a", "stop"), DONE], 1).choices == []
+
+
+def test_more_choice_indices_than_asked_for_stop_the_reading() -> None:
+    events = [_choice(0, "a"), _choice(1, "b"), _choice(2, "c"), _choice(3, "d", "stop"), DONE]
+    parser = ReplyParser("completions", want_logprobs=False, streamed=True, max_tokens=8,
+                         choices=2)
+    parser.feed(b"".join(events[:3]), 1.0)
+    with pytest.raises(Fault, match="more choices than the 2 asked for"):
+        parser.feed(events[3], 1.0)
+
+
+def test_a_whole_reply_of_two_chat_choices() -> None:
+    body = {"choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "yes"}, "finish_reason": "stop"},
+        {"index": 1, "message": {"role": "assistant", "content": "no"}, "finish_reason": "stop"},
+    ], "usage": {"prompt_tokens": 4, "completion_tokens": 2}}
+    parser = ReplyParser("chat", want_logprobs=False, streamed=False, max_tokens=8, choices=2)
+    parser.feed_json(json.dumps(body).encode(), 1.0)
+    parser.finish(1.0)
+    record = parser.record("r", 0.0, 1.0, None)
+    assert record.text == "yes" and [(c.index, c.text) for c in record.choices] == [(1, "no")]

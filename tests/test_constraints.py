@@ -69,3 +69,23 @@ def test_a_constrained_row_in_other_token_cuts_of_its_references_text_is_not_wro
     # Unconstrained, the same text is the same tokens: other counts are still usage that is
     # not this reply's.
     assert usage_mismatch(row(13, None), row(17, None), 2) is not None
+
+
+def test_a_constrained_row_that_fits_needs_no_reference_for_ending_early() -> None:
+    # It ends where its constraint does, far short of its max_tokens: a fitting answer is
+    # complete; one that does not fit is wrong and gets its reference.
+    from batchprobe.judge.references import needs_reference, stopped_short
+    from batchprobe.results.sessions import SessionResult
+    from batchprobe.results.shapes import Situation
+
+    def row(text: str) -> SessionResult:
+        sit = Situation(shape="params", api="completions", arrival_s=0.0, in_flight_at_arrival=3,
+                        decoding_at_arrival=3, max_tokens=24, params="greedy",
+                        prefix_cache=False, constraint="grammar")
+        return SessionResult(arm="sweep@4", workload="decode", session=7, request_id="r",
+                             start_s=0.0, end_s=1.0, text=text, completion_tokens=2,
+                             finish_reason="stop", situation=sit, chunk_ends=[len(text)],
+                             check=check_constraint("grammar", text))
+
+    assert not stopped_short(row("yes"), 2) and not needs_reference(row("yes"), 2)
+    assert needs_reference(row("yes and"), 2)

@@ -22,7 +22,7 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 # A first token 30 ms out: a request sent waits for it long enough that a drop meets it.
-TTFT = {"ttft_ms": 30.0}
+TTFT = {"ttft_ms": 30.0, "itl_ms": 5.0}
 
 
 @pytest.fixture(scope="module")

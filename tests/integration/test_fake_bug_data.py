@@ -52,7 +52,7 @@ def test_a_healthy_fake_keeps_every_open_row_top1_and_every_role_answered(tmp_pa
     roles = {s.situation.role for a in report.arms for s in a.sessions
              if s.shape == "params" and s.situation}  # fmt: skip
     assert roles == {"greedy", "open", "control", "sampled", "bias", "stop", "penalty",
-                     "json_schema", "grammar"}
+                     "json_schema", "grammar", "choices"}
     # Only open rows asked for top logprobs.
     asked = {s.situation.role for a in report.arms for s in a.sessions
              if s.top_logprobs is not None and s.situation}  # fmt: skip

@@ -106,6 +106,10 @@ BUGS = {
     # A row in flight beside a constrained one decodes under its JSON schema or grammar.
     "constraint-leak": ({"fault": "constraint_leak", "fault_when": "params"},
                         "params", "constraint", FindingKind.CONSTRAINT),
+    # Two requests asking for two choices each in one batch: one's second choice is the
+    # other's answer (vLLM PR #16863), so the greedy count row's second choice is cross-talk.
+    "n-override": ({"fault": "n_override", "fault_when": "params"},
+                   "params", "cross_talk", FindingKind.CROSS_TALK),
     # Every concurrent request re-sends its serial reference's prompt: wrong everywhere.
     "wrong-resend": ({"fault": "wrong_resend"}, None, None, None),
     # Streams damaged under batching (vllm-mlx): deltas dropped while usage and finish stay

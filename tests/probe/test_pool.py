@@ -47,14 +47,18 @@ def test_a_stated_pool_that_is_nonsense_is_a_warning_naming_it(value: object) ->
 
 
 def test_the_wave_holds_the_pool_half_again_each_request_fitting_alone() -> None:
-    each, why = wave_size(KvPool(tokens=2048, per_request=2048, source="the launch"), 16)
-    assert why is None and each == 192 and 16 * each >= 1.25 * 2048
-    # Four slots of one context each: a request uses at most 80% of its slot.
-    each, why = wave_size(KvPool(tokens=8000, per_request=2000, source="/props"), 8)
-    assert why is None and each == 1500
-    _, why = wave_size(KvPool(tokens=8000, per_request=1000, source="/props"), 8)
+    # One pool any request may fill: the fewest requests that hold it (8), not the depth.
+    requests, each, why = wave_size(KvPool(tokens=2048, per_request=2048, source="the launch"), 16)
+    assert why is None and (requests, each) == (8, 384) and 8 * each >= 1.25 * 2048
+    # Four slots of one context each: a request uses at most 80% of its slot; as many as the
+    # depth allows when fewer cannot hold it.
+    requests, each, why = wave_size(KvPool(tokens=8000, per_request=2000, source="/props"), 8)
+    assert why is None and (requests, each) == (8, 1500)
+    requests, each, why = wave_size(KvPool(tokens=16000, per_request=1000, source="/props"), 32)
+    assert why is None and (requests, each) == (30, 800)
+    _, _, why = wave_size(KvPool(tokens=8000, per_request=1000, source="/props"), 8)
     assert why is not None and "cannot hold the pool" in why
-    _, why = wave_size(KvPool(tokens=MAX_FILL_TOKENS + 1, source="/metrics"), 16)
+    _, _, why = wave_size(KvPool(tokens=MAX_FILL_TOKENS + 1, source="/metrics"), 16)
     assert why is not None and "more tokens in flight than the run spends" in why
 
 

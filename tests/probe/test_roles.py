@@ -19,8 +19,10 @@ from batchprobe.workload.shapes import ShapePlan
 from batchprobe.workload.shapes.params import ROLES, WITH_LOGPROBS
 
 PARAMS_ROLES = {"greedy", "open", "control", "sampled", "bias", "stop", "penalty"}
-# Rows only where discovery found the server honours them (the fake honours both).
+# Rows only where discovery found the server honours them (the fake honours both, and
+# answers two choices in one request).
 CONSTRAINED = {"json_schema", "grammar"}
+CHOICES = {"choices"}
 
 
 def _default_plans(tmp_path: Path) -> tuple[list[int], Plans]:
@@ -48,21 +50,25 @@ def test_without_logprobs_the_params_wave_keeps_its_divergence_rows() -> None:
     without, with_ = Counter(roles(2)), Counter(roles(2, logprobs=True))
     assert without["open"] == without["control"] == 4 and without["sampled"] == 2
     assert set(with_) == PARAMS_ROLES
-    assert sum(with_.values()) == len(WITH_LOGPROBS) - len(CONSTRAINED) < len(ROLES)
+    assert sum(with_.values()) == len(WITH_LOGPROBS) - len(CONSTRAINED | CHOICES) < len(ROLES)
     constrained = Counter(roles(2, logprobs=True, constraints=["json_schema", "grammar"]))
     assert set(constrained) == PARAMS_ROLES | CONSTRAINED
+    assert set(roles(2, logprobs=True, choices=True)) == PARAMS_ROLES | CHOICES
 
 
 def test_every_step_of_the_default_plan_carries_every_role(tmp_path: Path) -> None:
     depths, plans = _default_plans(tmp_path)
     assert depths == [1, 2, 4, 8, 16]
-    assert set(ROLES) == set(WITH_LOGPROBS) == PARAMS_ROLES | CONSTRAINED
+    assert set(ROLES) == set(WITH_LOGPROBS) == PARAMS_ROLES | CONSTRAINED | CHOICES
     for depth in depths[1:]:
         mixed = {p.shape: p for p in plans.steps[depth]}
         assert _wave_sends(plans.throughput.get(depth), plans.steps[depth]) >= depth
         params = mixed["params"]
         roles = Counter(i.role for i in params.items)
-        assert set(roles) == PARAMS_ROLES | CONSTRAINED, (depth, roles)
+        assert set(roles) == PARAMS_ROLES | CONSTRAINED | CHOICES, (depth, roles)
+        # Two choices in one request: a greedy count and every sampled row.
+        several = {i.role for i in params.items if i.params.n == 2}
+        assert several == {"choices", "sampled"}
         # The fake returns top logprobs: each greedy row checks its own top-1, so one of each
         # role (and a second open row) is the whole set.
         assert roles["open"] >= 2 and roles["sampled"] >= 1 and roles["control"] >= 1
@@ -138,8 +144,12 @@ def test_a_missing_bias_row_is_said_in_the_run_warnings(tmp_path: Path) -> None:
 
     plans = run(go())
     assert any(w.startswith("params: no bias row") for w in plans.warnings), plans.warnings
+    # One choice where two were asked for: no row asks for two, and the run says why.
+    assert "params: no rows asking for n=2 choices: answered choice indices [0]" in plans.warnings
     (params,) = plans.plans
     assert not any(i.params.logit_bias for i in params.items)
+    assert not any(i.params.n for i in params.items) and "choices" not in {
+        i.role for i in params.items}
     assert any("no logit bias row" in n for n in params.notes)
 
 

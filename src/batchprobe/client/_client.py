@@ -230,6 +230,7 @@ class OpenAIClient:
             max_tokens=req.max_tokens,
             limits=self.limits,
             want_top=bool(req.logprobs),
+            choices=req.n,
         )
         started = perf_counter()
         error = None

@@ -24,6 +24,8 @@ def request_body(req: CompletionRequest, model: str | None) -> dict[str, Any]:
     body["stream"] = req.stream
     if req.stream:
         body["stream_options"] = {"include_usage": True}
+    if req.n > 1:
+        body["n"] = req.n
     if req.seed is not None:
         body["seed"] = req.seed
     if req.logprobs is not None:

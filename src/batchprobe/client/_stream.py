@@ -25,6 +25,7 @@ from batchprobe.client._errors import Fault, excerpt
 from batchprobe.client.limits import Limits
 from batchprobe.client.types import (
     Api,
+    ChoiceText,
     ErrorKind,
     RequestError,
     RequestRecord,
@@ -62,12 +63,15 @@ class ReplyParser:
         "_chat",
         "_line_cap",
         "_max_events",
+        "_max_reported",
         "_max_tokens",
+        "_n",
         "_pending",
         "_pending_len",
         "done",
         "finish_reason",
         "logprobs",
+        "others",
         "pieces",
         "streamed",
         "token_times",
@@ -84,8 +88,13 @@ class ReplyParser:
         max_tokens: int,
         limits: Limits = DEFAULT_LIMITS,
         want_top: bool = False,
+        choices: int = 1,
     ) -> None:
         self._chat = api == "chat"
+        # n > 1: choices are read by their index; index 0 is the record's text, the others
+        # (at most ``choices`` of them, so an unasked index shows too) are kept apart.
+        self._n = choices
+        self.others: dict[int, tuple[list[str], list[str | None]]] = {}
         # Fragments of the unfinished last line, joined once when it ends: rebuilding one
         # bytes object per read would make a long line quadratic.
         self._buf: list[bytes] = []
@@ -97,6 +106,8 @@ class ReplyParser:
         self._chars = 0
         self._max_tokens = max_tokens
         self._max_events = limits.max_content_events(max_tokens)
+        # Reported usage may count every choice's tokens.
+        self._max_reported = self._max_events * choices
         # Data lines of an event that did not parse alone (SSE allows multi-line data).
         self._pending: list[bytes] = []
         self._pending_len = 0
@@ -191,8 +202,11 @@ class ReplyParser:
             usage = event.get("usage")
             if usage is not None:
                 self.usage = usage
-            if choices:
+            if choices and self._n == 1:
                 self._choice(choices[0], now)
+            elif choices:
+                for choice in choices:
+                    self._indexed(choice, now)
             elif choices is None and usage is None:
                 self._no_choices(event, raw)
         except (AttributeError, TypeError, IndexError, KeyError):
@@ -202,7 +216,8 @@ class ReplyParser:
                 body_excerpt=excerpt(raw),
             ) from None
 
-    def _choice(self, choice: Any, now: float) -> None:
+    def _text_of(self, choice: Any) -> tuple[Any, Any, Any]:
+        """A choice's (delta or text, its text, finish_reason), from either request path."""
         finish = choice.get("finish_reason")
         if self._chat:
             delta = choice.get("delta")
@@ -211,6 +226,38 @@ class ReplyParser:
             text = None if delta is None else delta.get("content")
         else:
             delta = text = choice.get("text")
+        return delta, text, finish
+
+    def _indexed(self, choice: Any, now: float) -> None:
+        """One choice of a reply asked for several: index 0 as a plain reply's, any other
+        kept by its index."""
+        index = choice.get("index", 0)
+        if type(index) is not int:
+            raise TypeError("choice index is not an integer")
+        if index == 0:
+            self._choice(choice, now)
+            return
+        kept = self.others.get(index)
+        if kept is None:
+            if len(self.others) >= self._n:
+                raise Fault(
+                    ErrorKind.MALFORMED_STREAM,
+                    f"choice index {index}: more choices than the {self._n} asked for",
+                )
+            kept = self.others[index] = ([], [None])
+        _, text, finish = self._text_of(choice)
+        pieces, end = kept
+        if text:
+            if type(text) is not str:
+                raise TypeError("text is not a string")
+            pieces.append(text)
+            if sum(map(len, pieces)) > self._char_cap:
+                raise self._exceeded(f"choice {index}: more text", self._char_cap)
+        if finish is not None:
+            end[0] = _cut(str(finish), _FINISH_CHARS)
+
+    def _choice(self, choice: Any, now: float) -> None:
+        delta, text, finish = self._text_of(choice)
         if text:
             if type(text) is not str:
                 raise TypeError("text is not a string")
@@ -274,8 +321,8 @@ class ReplyParser:
         """The server's own counts (usage, one logprob per token) beyond ``max_tokens``."""
         usage = self.usage if isinstance(self.usage, dict) else {}
         reported = _int_or_none(usage.get("completion_tokens"))
-        if reported is not None and reported > self._max_events:
-            raise self._exceeded(f"usage.completion_tokens {reported}", self._max_events)
+        if reported is not None and reported > self._max_reported:
+            raise self._exceeded(f"usage.completion_tokens {reported}", self._max_reported)
 
     def finish(self, now: float) -> None:
         """The reply ended (EOF or [DONE]): raise a ``Fault`` unless it is a complete answer."""
@@ -373,6 +420,11 @@ class ReplyParser:
                 details.get("cached_tokens") if isinstance(details, dict) else None
             ),
             finish_reason=self.finish_reason,
+            choices=[
+                ChoiceText(index=index, text="".join(pieces)[: self._char_cap],
+                           finish_reason=end[0])
+                for index, (pieces, end) in sorted(self.others.items())
+            ],
             logprobs=None if self.logprobs is None else self.logprobs[:cap],
             top_logprobs=None if self.tops is None else self.tops[:cap],
             streamed=self.streamed,

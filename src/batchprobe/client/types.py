@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
 Api = Literal["completions", "chat"]
+MAX_CHOICES = 8
+"""The most choices (``n``) one request may ask for."""
 
 
 class ErrorKind(str, Enum):
@@ -69,6 +71,10 @@ class CompletionRequest(BaseModel):
         default=None, ge=0, description="Ask for per-token logprobs (top-k count; 0 = chosen only)."
     )
     stream: bool = True
+    n: int = Field(
+        default=1, ge=1, le=MAX_CHOICES,
+        description="Choices asked for (OpenAI's ``n``); every one past the first is kept apart.",
+    )
     extra_body: dict[str, JsonValue] = Field(
         default_factory=dict, description="Engine-specific fields, e.g. {'cache_prompt': False}."
     )
@@ -106,6 +112,16 @@ class TokenChoice(BaseModel):
         return all(self.logprob >= alt.logprob for alt in self.alternatives)
 
 
+class ChoiceText(BaseModel):
+    """A choice past the first of a request that asked for several (``n`` > 1)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int = Field(description="Its index, as the server numbered it.")
+    text: str = ""
+    finish_reason: str | None = None
+
+
 class RequestRecord(BaseModel):
     """What happened to one request. Times are ``time.perf_counter()`` seconds."""
 
@@ -129,6 +145,10 @@ class RequestRecord(BaseModel):
         default=None, description="usage.prompt_tokens_details.cached_tokens"
     )
     finish_reason: str | None = None
+    choices: list[ChoiceText] = Field(
+        default_factory=list,
+        description="n > 1: every choice but index 0 (whose text is ``text``), by index.",
+    )
     logprobs: list[float] | None = None
     top_logprobs: list[TokenChoice] | None = Field(
         default=None, description="Each token and its listed alternatives (asked with top-k > 0)."

@@ -39,6 +39,8 @@ Fault = Literal[
     "penalty_leak",
     # A row decoded under the JSON schema or grammar of a row in flight beside it.
     "constraint_leak",
+    # The further choices of a request asking for several (n) given another's such request.
+    "n_override",
     "usage_leak",
     "clean_stop",
     "wrong_resend",

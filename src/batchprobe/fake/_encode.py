@@ -7,6 +7,7 @@ stream is a single ``bytes.join`` and never a JSON encoder call, unless logprobs
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any
 
@@ -84,6 +85,22 @@ class Encoder:
         """A chunk with no text that ends the stream (finish_reason "error")."""
         return self._chunk(b'""', _NULL, _json.dumps(finish_reason), first=True)
 
+    def choice_chunk(self, index: int, answer: Answer) -> bytes:
+        """One SSE event carrying a further choice's whole text (``n`` > 1) and its finish."""
+        body = {**self._envelope, "choices": [self._whole(index, answer, "delta")]}
+        return b"data: " + _json.dumps(body) + b"\n\n"
+
+    def _whole(self, index: int, answer: Answer, key: str) -> dict[str, Any]:
+        """Choice ``index`` with all of ``answer`` (chat: under ``key``, delta or message)."""
+        choice: dict[str, Any] = {"index": index}
+        if self._chat:
+            choice[key] = {"role": "assistant", "content": answer.text}
+        else:
+            choice["text"] = answer.text
+        choice["logprobs"] = None
+        choice["finish_reason"] = answer.finish_reason
+        return choice
+
     def usage_chunk(self, usage_body: dict[str, Any]) -> bytes:
         body = {**self._envelope, "choices": [], "usage": usage_body}
         return b"data: " + _json.dumps(body) + b"\n\n"
@@ -131,8 +148,10 @@ class Encoder:
 
     # -- non-streaming ---------------------------------------------------------------------
 
-    def body(self, answer: Answer, usage_body: dict[str, Any]) -> bytes:
-        """The whole JSON reply of a non-streaming request."""
+    def body(
+        self, answer: Answer, usage_body: dict[str, Any], more: Sequence[Answer] = ()
+    ) -> bytes:
+        """The whole JSON reply of a non-streaming request (``more``: choices 1 and on)."""
         choice: dict[str, Any] = {"index": 0}
         if self._chat:
             choice["message"] = {"role": "assistant", "content": answer.text}
@@ -141,8 +160,9 @@ class Encoder:
         choice["logprobs"] = self._full_logprobs(answer) if self._logprobs else None
         choice["finish_reason"] = answer.finish_reason
         obj = "chat.completion" if self._chat else "text_completion"
+        further = [self._whole(i, a, "message") for i, a in enumerate(more, start=1)]
         return _json.dumps(
-            {**self._envelope, "object": obj, "choices": [choice], "usage": usage_body}
+            {**self._envelope, "object": obj, "choices": [choice, *further], "usage": usage_body}
         )
 
     def _full_logprobs(self, answer: Answer) -> dict[str, Any]:

@@ -184,13 +184,15 @@ async def _reply(
         logprobs_format=config.logprobs_format,
     )
     counted = _usage_counter(state, flight, cached=cached, leak=faulted)
+    more = _more_choices(state, flight, healthy, faulted)
     headers = _echo_headers(request)
     if gen.stream:
 
         def tail(final: Answer) -> tuple[bytes, ...]:
+            further = tuple(encoder.choice_chunk(i, a) for i, a in enumerate(more, start=1))
             if not gen.include_usage:
-                return (DONE,)
-            return (encoder.usage_chunk(counted(final)), DONE)
+                return (*further, DONE)
+            return (*further, encoder.usage_chunk(counted(final)), DONE)
 
         fault = stream_fault(config.fault) if faulted else None
         plan = StreamPlan(
@@ -208,7 +210,7 @@ async def _reply(
     if faulted and config.fault == "huge_event":
         huge = b"".join((b'{"choices":[{"index":0,"text":"', *huge_text_event()[1:-1], b'"}]}'))
         return web.Response(body=huge, content_type="application/json", headers=headers)
-    body = encoder.body(answer, counted(answer))
+    body = encoder.body(answer, counted(answer), more)
     if progress.cut:
         return await _broken_body(request, body, "truncated_stream", headers)
     if faulted and config.fault in ("malformed_sse", "truncated_stream"):
@@ -229,6 +231,25 @@ async def _after_hang_up(
         clock.advance()
         await sleep_until(clock.due())
         progress.token()
+
+
+def _more_choices(
+    state: ServerState, flight: Flight, healthy: Answer, faulted: bool
+) -> list[Answer]:
+    """Choices 1 and on of a request that asked for ``n`` (greedy: each the first's answer);
+    under ``n_override`` those of another request asking for several, in flight beside it
+    (vLLM PR #16863: parallel sampling's choices overriding each other's)."""
+    gen = flight.gen
+    if gen.n == 1:
+        return []
+    other = None
+    if faulted and state.config.fault == "n_override":
+        other = state.partner(flight, lambda f: f.gen.n > 1 and f.gen.prompt != gen.prompt)
+    if other is None:
+        return [healthy] * (gen.n - 1)
+    theirs = respond(gen, prompt=other.gen.prompt, code=other.code, sampling=gen.sampling,
+                     vocab=state.vocab)
+    return [theirs] * (gen.n - 1)
 
 
 def _usage_counter(

@@ -18,6 +18,7 @@ Api = Literal["completions", "chat"]
 DEFAULT_MAX_TOKENS = 16
 # Far above any real context window; keeps a typo from allocating a billion tokens.
 MAX_TOKENS_LIMIT = 1 << 17
+MAX_CHOICES = 8
 
 
 class BadRequest(ValueError):
@@ -53,6 +54,7 @@ class _Common(BaseModel):
     frequency_penalty: float = Field(default=0.0, ge=-2.0, le=2.0)
     response_format: _ResponseFormat | None = None
     grammar: str | None = None
+    n: int = Field(default=1, ge=1, le=MAX_CHOICES)
 
 
 class _CompletionBody(_Common):
@@ -135,6 +137,8 @@ class GenRequest:
     sampling: Sampling = GREEDY
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    n: int = 1
+    """Choices asked for: every one past the first answered as the first is (greedy)."""
 
     @cached_property
     def prompt_tokens(self) -> int:
@@ -194,6 +198,7 @@ def _from_completion(body: _CompletionBody) -> GenRequest:
         sampling=_sampling(body),
         seed=body.seed,
         stop=_stops(body),
+        n=body.n,
     )
 
 
@@ -210,6 +215,7 @@ def _from_chat(body: _ChatBody) -> GenRequest:
         sampling=_sampling(body),
         seed=body.seed,
         stop=_stops(body),
+        n=body.n,
     )
 
 

@@ -47,10 +47,17 @@ def refused(s: SessionResult) -> bool:
     return error.http_status == 400 and any(f in body for f in _FIELDS)
 
 
+def several(s: SessionResult) -> bool:
+    """A row that asked for several choices: its usage counts them all (OpenAI sums them)
+    or one of them (llama.cpp gives each choice its own), so it says nothing of one."""
+    return s.situation is not None and s.situation.choices is not None
+
+
 def tokens(s: SessionResult) -> int:
     """How long the reply is: the pieces streamed, or the usage's count where it says more
     (an engine may stream two tokens in one chunk). Usage that says less than what streamed
-    is not this reply's own (``usage_mismatch``), not a short reply."""
+    is not this reply's own (``usage_mismatch``), not a short reply. A row of several
+    choices too: its usage counts one choice at least."""
     return max(len(s.chunk_ends), s.completion_tokens or 0)
 
 
@@ -113,7 +120,7 @@ def usage_mismatch(s: SessionResult, ref: SessionResult | None, slack: int) -> s
     """Usage that is not this reply's: fewer completion tokens than pieces streamed, other
     completion tokens than its reference for the same text, or other prompt tokens than its
     reference for the same prompt (uncached). Without a reference, the stream alone."""
-    if s.error is not None:
+    if s.error is not None or several(s):
         return None
     streamed = len(s.chunk_ends)
     said = s.completion_tokens
@@ -176,7 +183,7 @@ def missing_pieces(s: SessionResult, ref: SessionResult, slack: int) -> str | No
     fewer deltas than the tokens its usage counts (a server streaming one token a delta
     dropped none: a reply of its own tokens that skips some text is other text, diverged).
     A reply that says it generated less is not this (``ended_early``)."""
-    if s.error is not None or not s.streamed or not s.pieces or s.text == ref.text:
+    if s.error is not None or not s.streamed or not s.pieces or s.text == ref.text or several(s):
         return None
     if s.prompt_digest != ref.prompt_digest:
         return None  # a later turn built from its own answers: another prompt, another text
@@ -211,6 +218,8 @@ def usage_beyond_stream(s: SessionResult, ref: SessionResult | None, slack: int)
     the server counts something it never streams for this item, alone as well."""
     said = s.completion_tokens
     if s.error is not None or not s.streamed or said is None or said <= _held(s) + slack:
+        return None
+    if several(s):
         return None
     if ref is None and s.situation is not None and s.situation.api == "chat":
         return None

@@ -54,10 +54,12 @@ _SELF_CHECK = {
     "bias": FindingKind.BIAS,
     "stop": FindingKind.STOP,
     "constraint": FindingKind.CONSTRAINT,
+    "choices": FindingKind.CHOICES,
 }
 # Checks that judge an answer's content (a run where none judged anything is not judged).
 CONTENT_CHECKS: frozenset[CheckName] = frozenset(
-    {"recall", "count", "length", "bias", "stop", "constraint", "usage", "stream", "greedy"}
+    {"recall", "count", "length", "bias", "stop", "constraint", "choices", "usage", "stream",
+     "greedy"}
 )
 
 
@@ -98,7 +100,9 @@ def _error(arm: ArmResult, s: SessionResult, refs: References, reference: bool) 
 def _cross_talk(arm: ArmResult, s: SessionResult) -> Finding:
     sources = ", ".join(map(str, s.cross_talk_from))
     what = "the code" if s.workload == "recall" else "the content"
-    detail = f"answered with {what} of session(s) {sources} (cross-talk): {s.text[:48]!r}"
+    detail = f"answered with {what} of session(s) {sources} (cross-talk): {s.text[:48]!r}" + "".join(
+        f"; its choice {c.index}: {c.text[:48]!r}" for c in s.choices if c.text != s.text
+    )
     return _finding(arm, s, FindingKind.CROSS_TALK, detail, sources=list(s.cross_talk_from))
 
 

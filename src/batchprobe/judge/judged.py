@@ -24,8 +24,8 @@ from batchprobe.results.sessions import SessionResult
 # The checks that judge an answer's content; the others judge the run or the arm (it completed,
 # its warm-up, the server stayed up, requests did not fail, what the server does not serve).
 ANSWER_CHECKS: frozenset[CheckName] = frozenset(
-    {"cross_talk", "recall", "count", "length", "bias", "stop", "constraint", "usage", "stream",
-     "greedy"}
+    {"cross_talk", "recall", "count", "length", "bias", "stop", "constraint", "choices", "usage",
+     "stream", "greedy"}
 )
 
 

@@ -77,9 +77,12 @@ def _max_tokens(s: SessionResult) -> int | None:
 
 def stopped_short(s: SessionResult, slack: int) -> bool:
     """A reply that ended on its own before its max_tokens where only a reference can say
-    whether it should have: anything but a recall answer, which stops once it has answered."""
+    whether it should have: anything but a recall answer, which stops once it has answered,
+    or a constrained one that fits its constraint, which ends where the constraint does."""
     limit = _max_tokens(s)
     if s.error is not None or limit is None or s.workload == "recall":
+        return False
+    if s.check is not None and s.check.kind == "constraint" and s.check.passed:
         return False
     return tokens(s) + slack < limit
 

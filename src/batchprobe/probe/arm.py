@@ -116,6 +116,7 @@ def to_session(
         logprobs=rec.logprobs,
         top_logprobs=rec.top_logprobs,
         finish_reason=rec.finish_reason,
+        choices=rec.choices,
         prompt_tokens=rec.prompt_tokens,
         completion_tokens=rec.completion_tokens,
         cached_tokens=rec.cached_tokens,
@@ -136,7 +137,7 @@ def to_session(
         result.hit = score.hit if rec.error is None else None
         result.cross_talk_from = score.cross_talk_from
     if rec.error is None:
-        result.check = self_check(item, rec.text, rec.pieces)
+        result.check = self_check(item, rec.text, rec.pieces, rec.choices)
         check = result.check
         if item.workload == "decode" and check is not None and not check.passed:
             # A count that broke into another session's numbers: cross-talk, with its source.
@@ -144,10 +145,15 @@ def to_session(
             result.cross_talk_from = count_sources(
                 rec.text[broken:], _count_key(item), ctx.windows
             )
-        elif item.workload == "decode" and check is None:
+        elif item.workload == "decode" and (check is None or check.kind == "choices"):
             # A row with no count of its own to follow (open-ended, sampled, penalised): another
             # session's count anywhere in it is cross-talk.
             result.cross_talk_from = count_sources(rec.text, _count_key(item), ctx.windows)
+        if item.workload == "decode" and rec.choices:
+            # A further choice holding another session's count: cross-talk, with its source.
+            sources = {s for c in rec.choices
+                       for s in count_sources(c.text, _count_key(item), ctx.windows)}
+            result.cross_talk_from = sorted(sources.union(result.cross_talk_from))
     return result
 
 

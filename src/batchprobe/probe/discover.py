@@ -113,6 +113,27 @@ async def constraints(
     return honoured, notes
 
 
+async def choices(
+    client: OpenAIClient, run_id: str, prompt_style: str, extra: dict[str, JsonValue], n: int
+) -> str | None:
+    """Why the server cannot answer ``n`` choices in one request (None: it can): a short
+    greedy request asking for them must come back with indices 0 to n-1, each once."""
+    record = await client.complete(
+        CompletionRequest(
+            request_id=f"{run_id}-probe-choices",
+            api="chat" if prompt_style == "chat" else "completions",
+            prompt=f"[probe {run_id}] Counting from 10: 10, 11, 12,",
+            max_tokens=2,
+            n=n,
+            extra_body=dict(extra),
+        )
+    )
+    if record.error is not None:
+        return f"refused ({record.error.kind.value})"
+    got = [0, *(c.index for c in record.choices)]
+    return None if got == list(range(n)) else f"answered choice indices {got}"
+
+
 async def streams(client: OpenAIClient, run_id: str, api: str, extra: dict[str, JsonValue]) -> bool:
     """Whether tokens arrive one after the other (join is triggered by stream progress)."""
     record = await client.complete(

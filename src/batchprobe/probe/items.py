@@ -30,7 +30,7 @@ from batchprobe.workload.shapes import (
     ShapePlan,
     default_shapes,
 )
-from batchprobe.workload.shapes.params import TOP_LOGPROBS
+from batchprobe.workload.shapes.params import CHOICES, TOP_LOGPROBS
 
 
 @dataclass
@@ -70,7 +70,11 @@ class Plans:
             burst.sends = [Send(i) for i in burst.items]
             burst.notes = [f"the throughput phase: {depth} counting prompts at once"]
             throughput = burst
+        # Depth 1 is the burst alone; deeper, the burst's part is its throughput phase (the
+        # other shapes send recall prompts together enough).
         names = self.names if depth > 1 else [n for n in self.names if n == "burst"] or self.names
+        if depth > 1 and throughput is not None:
+            names = [n for n in names if n != "burst"]
         ctx.depth = depth
         ctx.sessions = _size_for(ctx, names, self.workloads, depth, throughput is not None)
         mixed = _build(ctx, names, self.workloads)
@@ -182,12 +186,17 @@ async def _context(
     if _any(wanted, "params") and not top_logprobs:
         notes.append("params: the server refused top logprobs; open rows ask for none")
     honoured: list[tuple[Constraint, Api]] = []
+    choices = False
     if _any(wanted, "params"):
         default: Api = "chat" if cfg.prompt_style == "chat" else "completions"
         other: Api = "completions" if default == "chat" else "chat"
         apis = [default, other] if both_paths else [default]
         honoured, unhonoured = await discover.constraints(client, run_id, apis, extra)
         notes += unhonoured
+        refused = await discover.choices(client, run_id, cfg.prompt_style, extra, CHOICES)
+        choices = refused is None
+        if refused is not None:
+            notes.append(f"params: no rows asking for n={CHOICES} choices: {refused}")
     ctx = ShapeContext(
         run_id=run_id,
         seed=cfg.seed,
@@ -203,6 +212,7 @@ async def _context(
         logprobs_returned=returned,
         tokens_per_number=per_number,
         constraints=tuple(honoured),
+        choices=choices,
         sliding_window=discover.sliding_window(cfg.model),
         context_tokens=discover.context_tokens(props),
     )

@@ -113,6 +113,10 @@ def situations(arms: Sequence[ArmResult], kv_not_run: str | None = None) -> Situ
     for arm in arms:
         if arm.pressure is not None:
             made.kv_pressure, made.kv_not_run = arm.pressure, None
+        if arm.spec.concurrency > 1 and arm.spec.role != "reference":
+            sits = [s.situation for s in arm.sessions if s.situation is not None]
+            made.constrained += sum(1 for sit in sits if sit.constraint is not None)
+            made.choice_rows += sum(1 for sit in sits if sit.choices is not None)
         dropped = {s.session for s in arm.sessions if s.hung_up}
         made.aborts += len(dropped)
         made.aborts_while_waiting += sum(

@@ -21,6 +21,9 @@ OVER = 1.5
 LEAST_OVER = 1.25
 # A request of the wave uses at most this share of what one request may (it fits alone).
 FIT = 0.8
+# The wave's requests at least: enough that the pool fills while several are mid-answer
+# (a preemption, a shifted token), few enough that the run stays in its budget.
+LEAST_REQUESTS = 8
 # A stated capacity beyond this is nonsense (no server holds a billion tokens of KV).
 SANE_MAX = 10**9
 # The pool batchprobe launches a managed engine with for the wave (tokens), and the knobs.
@@ -103,21 +106,23 @@ async def stated_pool(
     return pool if pool is not None else from_props(props, warnings)
 
 
-def wave_size(pool: KvPool, requests: int) -> tuple[int, str | None]:
-    """Tokens (prompt and answer) for each of ``requests`` to hold the pool ``OVER`` times
-    over, each fitting alone; or why no such wave is run."""
+def wave_size(pool: KvPool, most: int) -> tuple[int, int, str | None]:
+    """How many requests, of how many tokens each (prompt and answer), hold the pool ``OVER``
+    times over, each fitting alone: the fewest that can, at least ``LEAST_REQUESTS`` and at
+    most ``most`` (the sweep's deepest step); or why no such wave is run."""
     if pool.tokens > MAX_FILL_TOKENS:
-        return 0, (f"the KV pool holds {pool.tokens} tokens ({pool.source}): filling it past "
-                   f"{LEAST_OVER:.0%} takes more tokens in flight than the run spends (pools "
-                   f"up to {MAX_FILL_TOKENS} are filled)")
-    each = math.ceil(OVER * pool.tokens / requests)
+        return 0, 0, (f"the KV pool holds {pool.tokens} tokens ({pool.source}): filling it past "
+                      f"{LEAST_OVER:.0%} takes more tokens in flight than the run spends (pools "
+                      f"up to {MAX_FILL_TOKENS} are filled)")
     limit = pool.tokens if pool.per_request is None else min(pool.tokens, pool.per_request)
-    each = min(each, int(FIT * limit))
+    fewest = math.ceil(OVER * pool.tokens / int(FIT * limit))
+    requests = min(most, max(LEAST_REQUESTS, fewest))
+    each = min(math.ceil(OVER * pool.tokens / requests), int(FIT * limit))
     if each * requests < LEAST_OVER * pool.tokens:
-        return 0, (f"{requests} requests of at most {int(FIT * limit)} tokens each (one request "
-                   f"may use {limit}) cannot hold the pool of {pool.tokens} tokens "
-                   f"{LEAST_OVER:.0%} over")
-    return each, None
+        return 0, 0, (f"{requests} requests of at most {int(FIT * limit)} tokens each (one "
+                      f"request may use {limit}) cannot hold the pool of {pool.tokens} tokens "
+                      f"{LEAST_OVER:.0%} over")
+    return requests, each, None
 
 
 def peak_in_flight(sessions: Sequence[SessionResult], points: int = 400) -> int | None:

@@ -104,11 +104,11 @@ class PressureWave:
                 self.not_run = ("the server states no KV pool (vLLM /metrics, SGLang "
                                 "/get_server_info, llama.cpp /props); give it with --kv-tokens")
                 return
-            each, why = wave_size(pool, spec.concurrency)
+            requests, each, why = wave_size(pool, spec.concurrency)
             if why is not None:
                 self.not_run = why
                 return
-            sessions = shapes.take_sessions(spec.concurrency + 1)
+            sessions = shapes.take_sessions(requests + 1)
             run_id, cpt, seed = run.report.run_id, shapes.chars_per_token, run.config.seed
             items = pressure_items(run_id=run_id, sessions=sessions[:-1], tokens_each=each,
                                    chars_per_token=cpt, seed=seed, api=shapes.default_api)

@@ -39,6 +39,8 @@ from batchprobe.workload.shapes import (
 class _Live:
     session: int
     copy_index: int
+    choices: int = 1
+    """What it counts in the client's requests in flight: a server runs each choice apart."""
     tokens: int = 0
     done: bool = False
     departures: list[Departure] = field(default_factory=list)
@@ -107,12 +109,13 @@ class _Wave:
             if waiter in self.waiters:
                 self.waiters.remove(waiter)
 
-    def arrive(self, session: int, copy_index: int) -> tuple[_Live, int, int]:
-        """Register a request; (its state, others in flight, of those already decoding)."""
+    def arrive(self, session: int, copy_index: int, choices: int = 1) -> tuple[_Live, int, int]:
+        """Register a request (of ``choices``); (its state, others in flight, of those
+        already decoding)."""
         others = [s for s in self.live.values() if not s.done]
-        state = _Live(session, copy_index)
+        state = _Live(session, copy_index, choices)
         self.live[(session, copy_index)] = state
-        self.flight.n += 1
+        self.flight.n += choices
         if copy_index == 0:
             self.first[session] = state
         if self.waiters:
@@ -150,7 +153,7 @@ class _Wave:
 
     def leave(self, state: _Live) -> None:
         state.done = True
-        self.flight.n -= 1
+        self.flight.n -= state.choices
         survivors = [s for s in self.live.values() if not s.done]
         for other in survivors:
             if len(other.departures) >= MAX_DEPARTURES:
@@ -216,6 +219,7 @@ def _request(item: WorkItem, copy_index: int, arm: str, ctx: ArmContext, cached:
         temperature=params.temperature,
         seed=ctx.request_seed,
         logprobs=item.top_logprobs or ctx.logprobs,
+        n=params.n or 1,
         extra_body=extra,
     )
 
@@ -239,7 +243,8 @@ async def _send(
     hang_up = asyncio.Event() if send.hang_up is not None else None
     async with limit:
         arrival = time.perf_counter() - wave_t0
-        state, in_flight, decoding = wave.arrive(item.session, send.copy_index)
+        state, in_flight, decoding = wave.arrive(item.session, send.copy_index,
+                                                 item.params.n or 1)
         request = _request(item, send.copy_index, arm.spec.name, ctx, cached)
         if arm.request_body is None:
             arm.request_body = client.request_body(request)
@@ -269,6 +274,7 @@ async def _send(
         bias_text=item.params.bias_text,
         stop=list(item.params.stop or []),
         constraint=item.params.constraint,
+        choices=item.params.n,
         role=item.role,
         prefix_cache=cached,
         conversation=item.turn.conversation if item.turn is not None else None,

@@ -38,6 +38,7 @@ class FindingKind(str, Enum):
     BIAS = "bias"  # its logit bias was not honoured
     CONSTRAINT = "constraint"  # its JSON schema or grammar not honoured, or another row's applied
     STOP = "stop"  # its stop string was not honoured
+    CHOICES = "choices"  # asked for n choices: one missing, doubled or ended without a reason
     USAGE = "usage"  # usage disagrees with the stream, or with the reference's prompt tokens
     STREAM = "stream"  # the stream lost pieces: its reference's text with gaps, or usage beyond it
     SAMPLED = "sampled"  # a greedy row's chosen token was not its own top-1: it was sampled
@@ -69,6 +70,7 @@ CheckName = Literal[
     "bias",
     "stop",
     "constraint",
+    "choices",
     "usage",
     "stream",
     "greedy",
@@ -89,6 +91,7 @@ CHECK_OF: dict[FindingKind, CheckName] = {
     FindingKind.BIAS: "bias",
     FindingKind.STOP: "stop",
     FindingKind.CONSTRAINT: "constraint",
+    FindingKind.CHOICES: "choices",
     FindingKind.USAGE: "usage",
     FindingKind.STREAM: "stream",
     FindingKind.SAMPLED: "greedy",

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 # The client parses them from every engine's layout; the session keeps them as parsed.
 from batchprobe.client.types import (
+    ChoiceText,
     RequestError,
     TokenAlternative,  # noqa: F401 - re-exported
     TokenChoice,
@@ -83,6 +84,10 @@ class SessionResult(_Model):
         "turn is built from its arm's own answers, so arms compare greedy text only where equal.",
     )
     finish_reason: str | None = None
+    choices: list[ChoiceText] = Field(
+        default_factory=list,
+        description="A row that asked for several choices (n): every one but index 0 (text).",
+    )
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cached_tokens: int | None = None

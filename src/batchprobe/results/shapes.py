@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from batchprobe.results.pool import PoolPressure
 
-CheckKind = Literal["recall", "count", "bias", "stop", "constraint"]
+CheckKind = Literal["recall", "count", "bias", "stop", "constraint", "choices"]
 # Departures recorded per request: enough for any shape's wave (early's are a handful); a
 # sweep step 1,024 deep would otherwise record a million.
 MAX_DEPARTURES = 8
@@ -56,6 +56,9 @@ class Situation(_Model):
     stop: list[str] = Field(default_factory=list, description="Its own stop strings.")
     constraint: Literal["json_schema", "grammar"] | None = Field(
         default=None, description="params: what fixed its output (a JSON schema, a grammar)."
+    )
+    choices: int | None = Field(
+        default=None, description="params: the choices it asked for in one request (n > 1)."
     )
     role: str | None = Field(default=None, description="Its role in its shape (params: greedy, ...).")
     prefix_cache: bool = Field(description="Sent with the server's prefix cache as users run it.")
@@ -109,6 +112,12 @@ class Situations(_Model):
         "first token (in prefill, or queued).",
     )
     retries: int = Field(default=0, description="Dropped prompts sent again after the hang-up.")
+    constrained: int = Field(
+        default=0, description="Rows sent under a JSON schema or a grammar beside other rows."
+    )
+    choice_rows: int = Field(
+        default=0, description="Rows asking for several choices (n) in one request."
+    )
     capacity_checked: int = Field(
         default=0,
         description="Steps whose server running count was read against the client's requests "
@@ -125,7 +134,11 @@ class Situations(_Model):
     )
 
     def describe(self) -> str:
-        return f"{self._aborts()}; {self._pool()}"
+        return f"{self._aborts()}; {self._rows()}; {self._pool()}"
+
+    def _rows(self) -> str:
+        return (f"{self.constrained} constrained row(s) and {self.choice_rows} row(s) asking "
+                "for several choices beside other rows")
 
     def _pool(self) -> str:
         p = self.kv_pressure

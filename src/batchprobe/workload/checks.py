@@ -8,9 +8,10 @@ not; greedy equality with the serial run stays the softer signal beside it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from itertools import accumulate
 
+from batchprobe.client.types import ChoiceText
 from batchprobe.results.shapes import SelfCheck
 from batchprobe.workload.constraints import check_constraint
 from batchprobe.workload.decode import SHOWN
@@ -84,8 +85,42 @@ def check_stop(stops: list[str], text: str, pieces: list[str]) -> SelfCheck | No
     return _broke("stop", "stop string not honoured", pieces, text, min(found))
 
 
-def self_check(item: WorkItem, text: str, pieces: list[str]) -> SelfCheck | None:
-    """The item's verdict on its own answer; None when nothing about it is determined."""
+def self_check(
+    item: WorkItem, text: str, pieces: list[str], choices: Sequence[ChoiceText] = ()
+) -> SelfCheck | None:
+    """The item's verdict on its own answer (``text``, and a row asking for several choices
+    its further ``choices``); None when nothing about it is determined."""
+    own = _own_check(item, text, pieces)
+    if item.params.n is None or (own is not None and not own.passed):
+        return own
+    further = check_choices(item, choices)
+    return SelfCheck(kind="choices", passed=True) if further is None else further
+
+
+def check_choices(item: WorkItem, choices: Sequence[ChoiceText]) -> SelfCheck | None:
+    """A row that asked for ``n`` choices: indices 1 to n-1 beside index 0 (the answer's
+    text), each once and ended with a finish reason; under greedy each one its count as
+    well. None when the row asked for one, or nothing is wrong with the others."""
+    n = item.params.n or 1
+    got = [c.index for c in choices]
+    if got != list(range(1, n)):
+        return SelfCheck(kind="choices", passed=False,
+                         detail=f"asked for {n} choices; got indices {[0, *got]}")
+    for choice in choices:
+        if choice.finish_reason is None or not (choice.text or choice.finish_reason == "stop"):
+            return SelfCheck(kind="choices", passed=False, detail=(
+                f"choice {choice.index} ended with no text or no finish reason "
+                f"(finish {choice.finish_reason!r}, text {choice.text[:_SHOW]!r})"))
+        if item.count is None or not item.params.greedy or item.params.penalised:
+            continue
+        counted = check_count(item.count, choice.text, [choice.text])
+        if not counted.passed:
+            return SelfCheck(kind="count", passed=False,
+                             detail=f"choice {choice.index}: {counted.detail}")
+    return None
+
+
+def _own_check(item: WorkItem, text: str, pieces: list[str]) -> SelfCheck | None:
     if item.workload == "recall":
         if item.expected_code is None:
             return None

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from batchprobe import _json
-from batchprobe.client.types import ChatMessage
+from batchprobe.client.types import MAX_CHOICES, ChatMessage
 from batchprobe.workload.constraints import Constraint, describe
 
 Api = Literal["completions", "chat"]
@@ -32,6 +32,9 @@ class SamplingParams(BaseModel):
     frequency_penalty: float | None = None
     constraint: Constraint | None = Field(
         default=None, description="Its output fixed by a JSON schema or a grammar (constraints)."
+    )
+    n: int | None = Field(
+        default=None, ge=2, le=MAX_CHOICES, description="Choices asked for in one request."
     )
 
     @property
@@ -59,6 +62,8 @@ class SamplingParams(BaseModel):
             parts.append(f"frequency_penalty {self.frequency_penalty:g}")
         if self.constraint is not None:
             parts.append(f"constrained by {describe(self.constraint)}")
+        if self.n is not None:
+            parts.append(f"n {self.n}")
         return ", ".join(parts) or "greedy"
 
 

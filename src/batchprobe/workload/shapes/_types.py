@@ -108,6 +108,9 @@ class ShapeContext:
     constraints: tuple[tuple[str, Api], ...] = ()
     """The constraints the server honours (json_schema, grammar), each with the request path
     that honours it: params sends a row of each over it."""
+    choices: bool = False
+    """The server answers a request for ``params.CHOICES`` choices with them all: params
+    asks for them on its sampled row and on a greedy count row."""
     sliding_window: int | None = None
     context_tokens: int | None = None
     depth: int | None = None
@@ -139,6 +142,12 @@ class ShapeContext:
     @property
     def default_api(self) -> Api:
         return "chat" if self.prompt_style == "chat" else "completions"
+
+    def step_path(self) -> Api:
+        """A sweep step's path for a role it sends once: the paths take turns from one step
+        to the next (1, 2, 4, 8, ...), so a sweep covers both without sending both at every
+        depth."""
+        return self.api_for((self.depth or 0).bit_length())
 
     def api_for(self, index: int) -> Api:
         """Both request paths when the server serves both: every other item takes the other."""

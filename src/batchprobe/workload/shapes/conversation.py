@@ -101,9 +101,10 @@ def _count_conversation(ctx: ShapeContext, rng: random.Random) -> list[WorkItem]
 class Conversation:
     name = "conversation"
     sends = (
-        "two recall conversations of three turns (one per request path), each turn the one "
-        "before plus its answer plus new log lines and a question, turn 1 re-sent once turn 3 "
-        "is done; a count continued over three completions turns; prefix cache on"
+        "two recall conversations of three turns (one per request path; a sweep step has one, "
+        "its path taking turns from step to step), each turn the one before plus its answer "
+        "plus new log lines and a question, turn 1 re-sent once turn 3 is done; a count "
+        "continued over three completions turns; prefix cache on"
     )
     checks = (
         "every turn finds the code it asks for (planted in an earlier turn; another turn's or "
@@ -120,8 +121,11 @@ class Conversation:
         rng = ctx.rng(self.name)
         items: list[WorkItem] = []
         sends: list[Send] = []
-        for index in range(RECALL_CONVERSATIONS):
-            turns = recall_conversation(ctx, rng, ctx.api_for(index))
+        # A sweep step has one, over the request paths in turn from step to step.
+        paths = ([ctx.api_for(index) for index in range(RECALL_CONVERSATIONS)]
+                 if ctx.depth is None else [ctx.step_path()])
+        for api in paths:
+            turns = recall_conversation(ctx, rng, api)
             items += turns
             sends += [Send(t, phase=n) for n, t in enumerate(turns)]
             sends.append(Send(turns[0], copy_index=1, phase=len(turns)))

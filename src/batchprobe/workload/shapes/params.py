@@ -15,7 +15,8 @@ from batchprobe.workload.shapes._types import Send, ShapeContext, ShapePlan
 from batchprobe.workload.shapes.early import stop_after
 
 Role = Literal[
-    "greedy", "open", "control", "sampled", "bias", "stop", "penalty", "json_schema", "grammar"
+    "greedy", "open", "control", "sampled", "choices", "bias", "stop", "penalty", "json_schema",
+    "grammar",
 ]
 # Every role at every size: each open row (greedy, open-ended, asking for top logprobs) sent
 # next to a sampled one, and as many control rows (the same kind of prompt, greedy, sent in
@@ -26,10 +27,13 @@ Role = Literal[
 # The bias, penalty and stop rows come just before the greedy row, in that order: sent a few
 # at a time (a small N), a row beside them is a determined count (the stop row's, the greedy
 # row's) that shows another row's parameter, and the stop row's second stop string is the
-# greedy row's number (see ``aim_stops``).
+# greedy row's number (see ``aim_stops``). Where the server answers several choices in one
+# request, the sampled rows ask for ``CHOICES`` and so does a greedy count row just after the
+# first (``choices``): two such requests in one batch (vLLM PR #16863: their choices overrode
+# each other's).
 ROLES: tuple[Role, ...] = (
-    "open", "sampled", "bias", "penalty", "json_schema", "grammar", "stop", "greedy", "open",
-    "sampled", "open", "open", "control", "control", "control", "control",
+    "open", "sampled", "choices", "bias", "penalty", "json_schema", "grammar", "stop", "greedy",
+    "open", "sampled", "open", "open", "control", "control", "control", "control",
 )  # fmt: skip
 BIAS = 100.0
 # Strong enough that a count run with them breaks within a few numbers on a tokenizer that
@@ -44,23 +48,26 @@ PENALTY = 2.0
 NEIGHBOUR_STOP_AT = 2
 MAX_TOKENS = 32
 TOP_LOGPROBS = 5
+CHOICES = 2
 
 
 # Where the server returns the open rows' top logprobs, each greedy row shows a sampled token
 # by itself (its own top-1), and the divergence test's extra rows buy nothing: one of each
 # role, and an open row after the stop row's aim (8 rows, not 14).
 WITH_LOGPROBS: tuple[Role, ...] = (
-    "open", "sampled", "bias", "penalty", "json_schema", "grammar", "stop", "greedy", "open",
-    "control",
+    "open", "sampled", "choices", "bias", "penalty", "json_schema", "grammar", "stop", "greedy",
+    "open", "control",
 )  # fmt: skip
 
 
-def roles(sessions: int, logprobs: bool = False, constraints: Sequence[str] = ()) -> list[Role]:
+def roles(
+    sessions: int, logprobs: bool = False, constraints: Sequence[str] = (), choices: bool = False
+) -> list[Role]:
     """The role of each row: the whole set at least once, ``sessions`` rows when more
     (``logprobs``: the server returns top logprobs, so the smaller set; a constraint the
-    server does not honour has no row)."""
+    server does not honour has no row, nor ``choices`` where it answers one choice only)."""
     cycle = [r for r in (WITH_LOGPROBS if logprobs else ROLES)
-             if r not in CONSTRAINTS or r in constraints]
+             if (r not in CONSTRAINTS or r in constraints) and (r != "choices" or choices)]
     return [cycle[index % len(cycle)] for index in range(max(sessions, len(cycle)))]
 
 
@@ -106,13 +113,17 @@ class Params:
         "counts, greedy open-ended rows asking for top logprobs beside sampled ones (temperature 1, "
         "top_p 0.95), a strong logit bias toward a token of its own, its own stop strings (one "
         "where it must stop, one a number early in a greedy neighbour's count), strong "
-        "presence/frequency penalties; then greedy open-ended control rows beside greedy traffic"
+        "presence/frequency penalties, a JSON schema or a grammar where the server honours them, "
+        "two choices in one request (n=2: the sampled rows and a greedy count) where it answers "
+        "them; then greedy open-ended control rows beside greedy traffic"
     )
     checks = (
         "greedy rows follow their count; a greedy row's every token is its own top-1; a biased "
         "row emits its token every time; a stop string stops the text; a row cut at another "
         "row's stop string, emitting another row's biased token, or whose count broke the way "
-        "another row's penalties break one names both sessions"
+        "another row's penalties break one names both sessions; a constrained row's answer fits "
+        "its constraint and no other row's answer does; each row asking for two choices gets "
+        "indices 0 and 1, each ended, the greedy one's both its count, neither another's count"
     )
     needs_streaming = False
 
@@ -128,7 +139,9 @@ class Params:
         notes: list[str] = []
         items: list[WorkItem] = []
         honoured = dict(ctx.constraints)
-        for index, role in enumerate(roles(ctx.sessions, ctx.logprobs_returned, list(honoured))):
+        several = CHOICES if ctx.choices else None
+        planned = roles(ctx.sessions, ctx.logprobs_returned, list(honoured), ctx.choices)
+        for index, role in enumerate(planned):
             (session,) = ctx.take_sessions(1)
             api = ctx.api_for(index)
             if role == "json_schema" or role == "grammar":
@@ -160,7 +173,9 @@ class Params:
                         logit_bias={str(token.token_id): BIAS}, bias_text=token.text
                     )
             elif role == "sampled":
-                params = SamplingParams(temperature=1.0, top_p=0.95)
+                params = SamplingParams(temperature=1.0, top_p=0.95, n=several)
+            elif role == "choices":
+                params = SamplingParams(n=CHOICES)
             elif role == "stop":
                 # Stops on its last token, so it leaves the batch with the others (early's job
                 # is rows leaving early, not this wave's).

@@ -59,8 +59,9 @@ class Repeat:
     name = "repeat"
     sends = (
         "recall prompts with the prefix cache on: two items each sent twice at once, three "
-        "sharing an 88% prefix (needle in the suffix), two (one per request path) re-sent while "
-        "each decodes and again as soon as it finished, while the others are still in flight"
+        "sharing an 88% prefix (needle in the suffix), two (one per request path; a sweep step "
+        "one, its path taking turns from step to step) re-sent while each decodes and again as "
+        "soon as it finished, while the others are still in flight"
     )
     checks = (
         "every copy finds its own needle (another session's = cross-talk) against the cold serial "
@@ -80,14 +81,17 @@ class Repeat:
         twin_count, family_count = (1, 2) if shallow else (TWINS, FAMILY)
         twin_sessions = ctx.take_sessions(twin_count)
         family = _family(ctx, rng, ctx.take_sessions(family_count), tokens)
-        resent = ctx.take_sessions(RESENT)
+        # A sweep step re-sends one, its path taking turns from step to step.
+        resent = ctx.take_sessions(RESENT if ctx.depth is None else 1)
         singles = []
         # One item over the other request path, the second re-sent one (sent second, so its
         # prefill has company): one per shape, so a model that does recall over one path only
         # (a base model over chat) keeps its serial recall.
         apis = [ctx.api_for(0)] * (twin_count + 1) + [ctx.api_for(1)]
+        if ctx.depth is not None:
+            apis = [ctx.api_for(0)] * twin_count + [ctx.step_path()]
         for api, session, code in zip(
-            apis, [*twin_sessions, *resent], ctx.new_codes(rng, twin_count + RESENT)
+            apis, [*twin_sessions, *resent], ctx.new_codes(rng, twin_count + len(resent))
         ):
             singles.append(
                 recall_item(
