@@ -135,8 +135,9 @@ def test_default_run_llama_cpp_gemma3_270m(llama_env: Installation, tmp_path: Pa
         several = sum((s["situation"]["choices"] or 1) - 1 for s in arm["sessions"])
         assert load["source"] == "llama.cpp /metrics", step
         assert step["n"] <= load["running_max"] <= step["n"] + dropped + several, step
-        # 16 slots: nothing queues but a second choice where the step holds every slot.
-        assert load["waiting_max"] <= several, step
+        # 16 slots: nothing queues but, where the step holds every slot, a second choice or
+        # a request beside a dropped stream the server has not let go yet.
+        assert load["waiting_max"] <= several + dropped, step
         assert step["engine_rss_peak_mb"] > 100, "the engine's process group was sampled"
         assert step["speedup"] is not None and step["mixed_speedup"] is not None
     assert env["largest_correct_n"] == 16 and env["first_failing_n"] is None

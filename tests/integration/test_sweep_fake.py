@@ -86,7 +86,10 @@ def test_a_batch_cap_is_the_knee_and_the_engine_cap(tmp_path: Path) -> None:
     assert env.knee_n == 4 and env.engine_cap == 4, [(s.n, s.decode_tokens_per_s) for s in env.steps]
     for step in env.steps:
         assert step.server_load is not None and step.server_load.source == "vLLM /metrics"
-        assert step.server_load.running_max == min(step.n, 4)
+        # And, for a moment, a stream its client dropped (the server notices at its next write).
+        arm = next(a for a in report.arms if a.spec.name == step.arm)
+        dropped = sum(s.hung_up for s in arm.sessions)
+        assert min(step.n, 4) <= step.server_load.running_max <= min(step.n + dropped, 4), step
         assert step.client_overlap_max <= step.n
     assert report.verdict.outcome is Outcome.PASS, report.verdict.reasons
     # The pairs at 16: the server runs 4 and queues the rest, so they are rated over the whole

@@ -17,6 +17,7 @@ a malformed stream.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
@@ -48,6 +49,15 @@ def _cut(text: str, chars: int) -> str:
 
 def _oversized(what: str, limit: int) -> Fault:
     return Fault(ErrorKind.MALFORMED_STREAM, f"{what} is longer than {limit} bytes (oversized)")
+
+
+@dataclass(slots=True)
+class _Other:
+    """A choice past the first, as it streams (``n`` > 1)."""
+
+    pieces: list[str] = field(default_factory=list)
+    chars: int = 0
+    finish_reason: str | None = None
 
 
 class ReplyParser:
@@ -94,7 +104,7 @@ class ReplyParser:
         # n > 1: choices are read by their index; index 0 is the record's text, the others
         # (at most ``choices`` of them, so an unasked index shows too) are kept apart.
         self._n = choices
-        self.others: dict[int, tuple[list[str], list[str | None]]] = {}
+        self.others: dict[int, _Other] = {}
         # Fragments of the unfinished last line, joined once when it ends: rebuilding one
         # bytes object per read would make a long line quadratic.
         self._buf: list[bytes] = []
@@ -237,24 +247,24 @@ class ReplyParser:
         if index == 0:
             self._choice(choice, now)
             return
-        kept = self.others.get(index)
-        if kept is None:
+        other = self.others.get(index)
+        if other is None:
             if len(self.others) >= self._n:
                 raise Fault(
                     ErrorKind.MALFORMED_STREAM,
                     f"choice index {index}: more choices than the {self._n} asked for",
                 )
-            kept = self.others[index] = ([], [None])
+            other = self.others[index] = _Other()
         _, text, finish = self._text_of(choice)
-        pieces, end = kept
         if text:
             if type(text) is not str:
                 raise TypeError("text is not a string")
-            pieces.append(text)
-            if sum(map(len, pieces)) > self._char_cap:
-                raise self._exceeded(f"choice {index}: more text", self._char_cap)
+            other.pieces.append(text)
+            other.chars += len(text)
+            if other.chars > self._char_cap:
+                raise self._exceeded(f"{other.chars} characters of choice {index}", self._char_cap)
         if finish is not None:
-            end[0] = _cut(str(finish), _FINISH_CHARS)
+            other.finish_reason = _cut(str(finish), _FINISH_CHARS)
 
     def _choice(self, choice: Any, now: float) -> None:
         delta, text, finish = self._text_of(choice)
@@ -421,9 +431,8 @@ class ReplyParser:
             ),
             finish_reason=self.finish_reason,
             choices=[
-                ChoiceText(index=index, text="".join(pieces)[: self._char_cap],
-                           finish_reason=end[0])
-                for index, (pieces, end) in sorted(self.others.items())
+                ChoiceText(index=index, text="".join(other.pieces), finish_reason=other.finish_reason)
+                for index, other in sorted(self.others.items())
             ],
             logprobs=None if self.logprobs is None else self.logprobs[:cap],
             top_logprobs=None if self.tops is None else self.tops[:cap],

@@ -220,7 +220,7 @@ def usage_beyond_stream(s: SessionResult, ref: SessionResult | None, slack: int)
     if s.error is not None or not s.streamed or said is None or said <= _held(s) + slack:
         return None
     if several(s):
-        return None
+        return None  # its usage may count every choice's tokens
     if ref is None and s.situation is not None and s.situation.api == "chat":
         return None
     if ref is not None and (ref.completion_tokens or 0) > _held(ref) + slack:
