@@ -49,6 +49,24 @@ async def _hello(
     )
 
 
+async def _probe(
+    client: OpenAIClient, run_id: str, what: str, prompt_style: str, prompt: str,
+    max_tokens: int, extra: dict[str, JsonValue], **fields: int,
+) -> RequestRecord:
+    """One unmeasured short request over the run's own path, asking for ``what`` (its
+    request id) with ``fields`` (logprobs, n)."""
+    return await client.complete(
+        CompletionRequest(
+            request_id=f"{run_id}-probe-{what}",
+            api="chat" if prompt_style == "chat" else "completions",
+            prompt=f"[probe {run_id}] {prompt}",
+            max_tokens=max_tokens,
+            extra_body=dict(extra),
+            **fields,  # type: ignore[arg-type]
+        )
+    )
+
+
 _NOT_SERVED = frozenset({404, 405, 501})
 
 
@@ -68,16 +86,8 @@ async def top_logprobs(
     """Whether a 1-token request asking for ``top`` logprobs is answered, not refused (some
     servers reject the field), and whether any came back (then each greedy row checks its
     own top-1, and the params wave needs fewer rows for its divergence test)."""
-    record = await client.complete(
-        CompletionRequest(
-            request_id=f"{run_id}-probe-logprobs",
-            api="chat" if prompt_style == "chat" else "completions",
-            prompt=f"[probe {run_id}] The sky is",
-            max_tokens=1,
-            logprobs=top,
-            extra_body=dict(extra),
-        )
-    )
+    record = await _probe(client, run_id, "logprobs", prompt_style, "The sky is", 1, extra,
+                          logprobs=top)
     return record.error is None, record.error is None and bool(record.top_logprobs)
 
 
@@ -118,16 +128,8 @@ async def choices(
 ) -> str | None:
     """Why the server cannot answer ``n`` choices in one request (None: it can): a short
     greedy request asking for them must come back with indices 0 to n-1, each once."""
-    record = await client.complete(
-        CompletionRequest(
-            request_id=f"{run_id}-probe-choices",
-            api="chat" if prompt_style == "chat" else "completions",
-            prompt=f"[probe {run_id}] Counting from 10: 10, 11, 12,",
-            max_tokens=2,
-            n=n,
-            extra_body=dict(extra),
-        )
-    )
+    record = await _probe(client, run_id, "choices", prompt_style,
+                          "Counting from 10: 10, 11, 12,", 2, extra, n=n)
     if record.error is not None:
         return f"refused ({record.error.kind.value})"
     got = [0, *(c.index for c in record.choices)]
@@ -136,16 +138,9 @@ async def choices(
 
 async def streams(client: OpenAIClient, run_id: str, api: str, extra: dict[str, JsonValue]) -> bool:
     """Whether tokens arrive one after the other (join is triggered by stream progress)."""
-    record = await client.complete(
-        CompletionRequest(
-            request_id=f"{run_id}-probe-stream",
-            api="chat" if api == "chat" else "completions",
-            prompt=f"[probe {run_id}] Counting from 10: 10, 11, 12, 13,",
-            # Long enough that a client busy for a moment still sees two arrivals.
-            max_tokens=16,
-            extra_body=dict(extra),
-        )
-    )
+    # Long enough that a client busy for a moment still sees two arrivals.
+    record = await _probe(client, run_id, "stream", api, "Counting from 10: 10, 11, 12, 13,",
+                          16, extra)
     times = record.token_times
     return record.error is None and record.streamed and len(set(times)) >= 2
 
