@@ -76,8 +76,11 @@ def test_a_shape_triggered_fault_fails_that_shape_only(
     # The aborts wave holds a joiner, a long prompt beside short ones, departures and a
     # re-send too: the trigger may hit it as well; and the params wave's constrained rows
     # answer in a few tokens and leave first, an early departure, and the row sent into the
-    # slot one frees joins the others decoding. Never another shape.
-    also = {"aborts", *(("params",) if when in ("early", "join") else ())}
+    # slot one frees joins the others decoding; the repeat wave re-sends prompts while others
+    # decode, so one of its first sends that four loaded test workers hold back past a first
+    # token joins them too (once in two CI runs). Never another shape.
+    also = {"aborts", *(("params",) if when in ("early", "join") else ()),
+            *(("repeat",) if when == "join" else ())}
     assert when in blamed and blamed - also == {when}, report.verdict.reasons
     line = next(r for r in report.verdict.reasons if f"shape {when}:" in r)
     named = {int(n) for n in re.findall(r"session (\d+)", line)}
