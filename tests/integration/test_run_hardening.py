@@ -66,14 +66,15 @@ def openai_like(on_completion: Reply) -> Handler:
 
 
 def test_dead_generation_with_a_live_http_side_is_engine_died(tmp_path: Path) -> None:
-    async def dies_after_three(count: int) -> web.Response | None:
-        # Warm-up and 2 decode sessions answered; then the generation side is gone for good
-        # while /v1/models still answers (what mlx-lm does when its generation thread dies).
-        if count > 3:
+    async def dies_after_four(count: int) -> web.Response | None:
+        # The top-logprobs discovery, the warm-up and 2 decode sessions answered; then the
+        # generation side is gone for good while /v1/models still answers (what mlx-lm does
+        # when its generation thread dies).
+        if count > 4:
             await asyncio.sleep(3600)
         return None
 
-    with serve_in_thread(openai_like(dies_after_three)) as url:
+    with serve_in_thread(openai_like(dies_after_four)) as url:
         plan = plan_run(base_url=url, output=tmp_path / "v.json", liveness_timeout_s=1.0, **TINY)
         report = run_plan(plan)
     assert report.status is Status.ENGINE_DIED, report.error
@@ -84,10 +85,11 @@ def test_dead_generation_with_a_live_http_side_is_engine_died(tmp_path: Path) ->
 
 
 def test_a_failed_warm_up_is_an_error_of_its_arm(tmp_path: Path) -> None:
-    async def first_fails(count: int) -> web.Response | None:
-        return web.Response(status=500, text="model failed to load") if count == 1 else None
+    async def warm_up_fails(count: int) -> web.Response | None:
+        # 1: the top-logprobs discovery; 2: the warm-up.
+        return web.Response(status=500, text="model failed to load") if count == 2 else None
 
-    with serve_in_thread(openai_like(first_fails)) as url:
+    with serve_in_thread(openai_like(warm_up_fails)) as url:
         report = run_plan(plan_run(base_url=url, output=tmp_path / "v.json", **TINY))
     assert report.status is Status.OK
     arm = report.arms[0]

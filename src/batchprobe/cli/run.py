@@ -96,6 +96,8 @@ PROBE_OPTIONS = [
     _run_option("pair_window_tokens", "--pair-window-tokens"),
     _run_option("recall_floor", "--recall-floor"),
     _run_option("strict_greedy", "--strict-greedy"),
+    _run_option("near_tie_nats", "--near-tie"),
+    _run_option("abort_grace_s", "--abort-grace"),
     _run_option("logprobs", "--logprobs",
                 help="Record chosen-token logprobs and report their largest drift across arms."),
     _run_option("request_timeout_s", "--request-timeout"),

@@ -11,7 +11,8 @@ The only place a judgement is made (``results.findings`` says how the outputs re
   where the item's cold serial reference passed;
 - a wrong answer with only its own content (a miss, a broken count, an early end) is replayed
   in its wave (``probe.replay``): wrong again is a failure, right every time a numerics flip,
-  which is soft and named; flips far above the serial rate are a failure again;
+  which is soft and named, as is one that left its reference at a near tie (``ties``); flips
+  far above the serial rate are a failure again;
 - greedy divergence from the serial run is soft (a failure with ``strict_greedy``); greedy rows
   beside sampled ones that diverge far more than those beside greedy ones were sampled.
 
@@ -40,6 +41,7 @@ from batchprobe.judge.answers import (
 )
 from batchprobe.judge.divergence import sampled_divergence
 from batchprobe.judge.references import References, is_reference, needs_reference, references
+from batchprobe.judge.ties import Tie, near_tie
 from batchprobe.results.arms import ArmComparison, ArmResult
 from batchprobe.results.findings import CheckName, Finding, FindingKind, Judged, Severity
 from batchprobe.results.sessions import SessionResult, refused_up_front
@@ -241,17 +243,42 @@ def _replayed(arm: ArmResult, f: Finding, refs: References, t: Thresholds) -> Fi
     ref = refs.passed.get(session)
     if not again or ref is None:
         return f
-    failed = sum(wrong_again(r, ref, t) for r in again)
+    wrong = [r for r in again if wrong_again(r, ref, t)]
+    failed = len(wrong)
     counts = {"replays": len(again), "replays_failed": failed}
     if failed:
         message = f"{f.message}; wrong again in {failed}/{len(again)} replays of its wave"
-        return f.model_copy(update={"message": message, **counts})
+        tie = _tied(arm, f, wrong, ref, t)
+        if tie is None:
+            return f.model_copy(update={"message": message, **counts})
+        message += (f", but {tie.describe()}: a near tie, which numerics decide (the batch, "
+                    "the prefill's split, the prefix cache), not a fault")
+        return f.model_copy(
+            update={"kind": FindingKind.FLIP, "severity": "soft", "message": message, **counts}
+        )
     message = (
         f"{f.message}; right in {len(again)}/{len(again)} replays of its wave: a numerics flip"
     )
     return f.model_copy(
         update={"kind": FindingKind.FLIP, "severity": "soft", "message": message, **counts}
     )
+
+
+def _tied(
+    arm: ArmResult, f: Finding, wrong: list[SessionResult], ref: SessionResult, t: Thresholds
+) -> Tie | None:
+    """The near tie where the answer left its reference, when every wrong replay left it at
+    a near tie too (or answered the same); never under ``strict_greedy``."""
+    if t.strict_greedy:
+        return None
+    first = next(
+        (s for s in arm.sessions if s.session == f.sessions[0] and _copy(s) == f.copy_index), None
+    )
+    tie = near_tie(first, ref, t.near_tie_nats) if first is not None else None
+    if tie is None or first is None:
+        return None
+    same = all(r.text == first.text or near_tie(r, ref, t.near_tie_nats) for r in wrong)
+    return tie if same else None
 
 
 def _flip_rate(arm: ArmResult, flips: list[Finding], judged: int, t: Thresholds) -> Finding | None:

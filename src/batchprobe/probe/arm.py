@@ -37,6 +37,9 @@ class ArmContext:
     cold_note: str = "off"
     cache_note: str = "on"
     logprobs: int | None = None
+    reference_logprobs: int | None = None
+    """Top logprobs every serial request asks for (the server returns them): where a wrong
+    answer left its reference, the reference says how near a tie it was."""
     nonce: str | None = None
     """Sent in place of the run id in every prompt (references to a URL: cold)."""
     on_session: Callable[[ArmResult, SessionResult], None] = lambda arm, s: None

@@ -85,7 +85,8 @@ async def top_logprobs(
 ) -> tuple[bool, bool]:
     """Whether a 1-token request asking for ``top`` logprobs is answered, not refused (some
     servers reject the field), and whether any came back (then each greedy row checks its
-    own top-1, and the params wave needs fewer rows for its divergence test)."""
+    own top-1, the params wave needs fewer rows for its divergence test, and the serial
+    references ask for them: a wrong answer's near tie)."""
     record = await _probe(client, run_id, "logprobs", prompt_style, "The sky is", 1, extra,
                           logprobs=top)
     return record.error is None, record.error is None and bool(record.top_logprobs)

@@ -179,9 +179,10 @@ async def _context(
         if _any(wanted, "early", "params")
         else discover.FALLBACK_TOKENS_PER_NUMBER
     )
-    top_logprobs, returned = (
-        await discover.top_logprobs(client, run_id, cfg.prompt_style, extra, TOP_LOGPROBS)
-        if _any(wanted, "params") else (False, False)
+    # Asked whatever the shapes: the serial references ask for them where they come back
+    # (near ties), and params' open rows check their own top-1.
+    top_logprobs, returned = await discover.top_logprobs(
+        client, run_id, cfg.prompt_style, extra, TOP_LOGPROBS
     )
     if _any(wanted, "params") and not top_logprobs:
         notes.append("params: the server refused top logprobs; open rows ask for none")

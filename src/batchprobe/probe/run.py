@@ -61,6 +61,7 @@ from batchprobe.results.sweep import Envelope, StopRule, SweepStop
 from batchprobe.results.writer import write_report
 from batchprobe.workload.haystack import DEFAULT_CHARS_PER_TOKEN
 from batchprobe.workload.shapes import ShapePlan
+from batchprobe.workload.shapes.params import TOP_LOGPROBS
 
 LLAMA_CPP = "llama.cpp"
 
@@ -200,6 +201,10 @@ class ProbeRun:
             plans=plans.plans,
             extra_body=extra,
             logprobs=0 if cfg.logprobs else None,
+            reference_logprobs=(
+                TOP_LOGPROBS if plans.shape_ctx is not None and plans.shape_ctx.logprobs_returned
+                else None
+            ),
             on_session=self._on_session,
         )
         ctx.plant(plans.plans)

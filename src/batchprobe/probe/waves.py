@@ -19,7 +19,7 @@ from batchprobe.errors import EngineStalled
 from batchprobe.judge.references import COMPARED_ROLES
 from batchprobe.probe.arm import TIMEOUTS, ArmContext, answers_nothing, to_session
 from batchprobe.probe.load import InFlight
-from batchprobe.results.models import ArmResult
+from batchprobe.results.models import ArmResult, ArmSpec
 from batchprobe.results.shapes import MAX_DEPARTURES, Departure, Situation, WaveResult
 from batchprobe.workload.constraints import request_fields
 from batchprobe.workload.conversation import continue_turn
@@ -195,8 +195,9 @@ def _nonce(item: WorkItem, ctx: ArmContext) -> str | None:
     return None if item.role in COMPARED_ROLES else ctx.nonce
 
 
-def _request(item: WorkItem, copy_index: int, arm: str, ctx: ArmContext, cached: bool) -> CompletionRequest:
+def _request(item: WorkItem, copy_index: int, arm: ArmSpec, ctx: ArmContext, cached: bool) -> CompletionRequest:
     params = item.params
+    serial = ctx.reference_logprobs if arm.concurrency == 1 else None
     extra = dict(ctx.cache_body if cached else ctx.extra_body)
     for name in ("top_p", "stop", "logit_bias", "presence_penalty", "frequency_penalty"):
         value = getattr(params, name)
@@ -211,14 +212,15 @@ def _request(item: WorkItem, copy_index: int, arm: str, ctx: ArmContext, cached:
         messages = [m.model_copy(update={"content": m.content.replace(ctx.run_id, nonce)})
                     for m in messages]
     return CompletionRequest(
-        request_id=f"{ctx.run_id}-{arm}-{item.shape}-{item.session}-{copy_index}",
+        request_id=f"{ctx.run_id}-{arm.name}-{item.shape}-{item.session}-{copy_index}",
         api=item.api or ctx.default_api,
         prompt=prompt,
         messages=messages,
         max_tokens=item.max_tokens,
         temperature=params.temperature,
         seed=ctx.request_seed,
-        logprobs=item.top_logprobs or ctx.logprobs,
+        logprobs=max((k for k in (item.top_logprobs, ctx.logprobs, serial) if k is not None),
+                     default=None),
         n=params.n or 1,
         extra_body=extra,
     )
@@ -245,7 +247,7 @@ async def _send(
         arrival = time.perf_counter() - wave_t0
         state, in_flight, decoding = wave.arrive(item.session, send.copy_index,
                                                  item.params.n or 1)
-        request = _request(item, send.copy_index, arm.spec.name, ctx, cached)
+        request = _request(item, send.copy_index, arm.spec, ctx, cached)
         if arm.request_body is None:
             arm.request_body = client.request_body(request)
         watch = None

@@ -34,7 +34,7 @@ from batchprobe.results.sessions import SessionOutcome, SessionResult
 from batchprobe.results.shapes import ShapeStatus, Situations
 from batchprobe.results.sweep import Envelope
 
-SCHEMA_VERSION: Literal["3.4"] = "3.4"
+SCHEMA_VERSION: Literal["3.5"] = "3.5"
 
 __all__ = [
     "MAX_DEPTH",
@@ -142,7 +142,7 @@ class RunError(_Model):
 class Report(_Model):
     """The verdict file."""
 
-    schema_version: Literal["3.4"] = SCHEMA_VERSION
+    schema_version: Literal["3.5"] = SCHEMA_VERSION
     run_id: str = Field(description="The run nonce planted in every prompt.")
     status: Status = Status.RUNNING
     started_at: str

@@ -80,6 +80,19 @@ class Thresholds(BaseModel):
             "with 2 or more flips, is a failure: numerics do not flip one answer in ten."
         ),
     )
+    near_tie_nats: float = Field(
+        default=0.5,
+        ge=0,
+        le=5,
+        allow_inf_nan=False,
+        description=(
+            "A wrong answer that parts from its serial reference at a token the reference "
+            "listed within this many nats of the token it chose is a numerics flip (soft) even "
+            "when its replays go wrong too: a different batch, prefill split or cached prefix "
+            "moves a logprob by hundredths of a nat, and near a tie that decides the answer "
+            "(the references ask for top logprobs where the server returns them). 0: never."
+        ),
+    )
     length_slack: int = Field(
         default=2,
         ge=0,
