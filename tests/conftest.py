@@ -13,7 +13,7 @@ from batchprobe.models import resolve_model, tiny_gemma3, tiny_gemma4
 # use them, so that `pytest -m "not engine"` stays a quick loop on an empty cache.
 ENGINE_FIXTURES = frozenset({
     "mlx_lm_env", "transformers_env", "llama_env", "tiny_gemma3_dir", "gemma3_270m",
-    "tiny_gemma4_dir", "vllm_mlx_030", "vllm_mlx_060", "gemma3_270m_hf",
+    "tiny_gemma4_dir", "vllm_mlx_030", "vllm_mlx_060", "gemma3_270m_hf", "tiny_llama_task",
 })  # fmt: skip
 
 
@@ -82,6 +82,13 @@ def gemma3_270m() -> Path:
 def gemma3_270m_hf() -> Path:
     # Unpacked from the GGUF into the cache once (~1 min, plus the model-tools env < 1 min).
     return resolve_model("gemma3-270m", model_format="hf")
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_task() -> Path:
+    # The constructed llama that does the tasks, built into the cache once (~10 s, plus the
+    # model-tools environment < 1 min): its folder, model.gguf beside the checkpoint.
+    return resolve_model("tiny-llama", model_format="hf")
 
 
 @pytest.fixture(scope="session")

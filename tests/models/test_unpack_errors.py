@@ -62,8 +62,8 @@ def test_a_damaged_gguf_is_a_model_error(gemma3_270m: Path, tmp_path: Path, dama
 
 def test_an_engine_without_a_default_model_needs_one() -> None:
     with pytest.raises(ConfigError) as info:
-        engine_target("vllm-mlx", None, None)
-    assert info.value.field == "--model" and "vllm-mlx" in str(info.value)
+        engine_target("sglang", None, None)
+    assert info.value.field == "--model" and "sglang" in str(info.value)
 
 
 @pytest.mark.engine  # the model-tools environment; mounts a 30 MB tmpfs (root, as CI runs)

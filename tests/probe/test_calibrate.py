@@ -64,3 +64,15 @@ def test_negative_usage_keeps_the_haystack() -> None:
     assert warning is not None and "-7" in warning
     expected = 300 * DEFAULT_CHARS_PER_TOKEN
     assert all(0.8 * expected < len(item.prompt) < 1.5 * expected for item in items)
+
+
+def test_a_character_tokenizer_with_a_bos_is_plausible() -> None:
+    """One token a character, plus the BOS the server counts (the tiny task model): 1.0, not
+    the fallback that would triple its haystacks."""
+    cpt, _ = _calibrate(400)  # the sample's length, read back from a plausible count
+    assert cpt is not None
+    sample_chars = round(cpt * 400)
+    cpt, warning = _calibrate(sample_chars + 1)
+    assert warning is None and cpt is not None and 0.99 < cpt < 1.0
+    cpt, warning = _calibrate(sample_chars + 40)  # more than any server adds: not trusted
+    assert cpt is None and warning is not None and "not trusted" in warning

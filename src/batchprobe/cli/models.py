@@ -40,7 +40,10 @@ def unpack_cmd(model: str, directory: Path) -> None:
 @models.command(name="build-tiny")
 @click.argument("family", type=click.Choice(TINY_FAMILIES))
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--seed", type=int, default=0, show_default=True, help="Weight seed.")
-def build_tiny_cmd(family: str, directory: Path, seed: int) -> None:
-    """Build a tiny random FAMILY model (offline) into DIRECTORY."""
-    click.echo(str(build_tiny(family, directory, seed=seed)))
+@click.option("--seed", type=int, default=0, show_default=True, help="Weight seed (random weights).")
+@click.option("--task", is_flag=True,
+              help="The constructed model that does the probe's tasks (recall, counts) instead "
+                   "of random weights; with model.gguf beside the checkpoint (llama only).")
+def build_tiny_cmd(family: str, directory: Path, seed: int, task: bool) -> None:
+    """Build a tiny FAMILY model (offline) into DIRECTORY: random weights, or --task."""
+    click.echo(str(build_tiny(family, directory, seed=seed, task=task)))

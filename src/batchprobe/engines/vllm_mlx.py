@@ -48,6 +48,9 @@ class VllmMlx(PipEngine):
     package = "vllm-mlx"
     default_version = "0.6.0"
     known_issues = (SHARED_KV, BUSY_503)
+    # MLX's CPU matmul (~5 GFLOPS here) takes a minute per gemma3-270m haystack; the constructed
+    # tiny llama does the tasks at a few hundred tokens a second.
+    default_model = "tiny-llama"
     capabilities = Capabilities(default_api="completions")
 
     def pip_requirements(self, version: str, platform: PlatformName) -> list[list[str]]:

@@ -274,10 +274,12 @@ def _tied(
     first = next(
         (s for s in arm.sessions if s.session == f.sessions[0] and _copy(s) == f.copy_index), None
     )
-    tie = near_tie(first, ref, t.near_tie_nats) if first is not None else None
-    if tie is None or first is None:
+    if first is None or (tie := near_tie(first, ref, t.near_tie_nats)) is None:
         return None
-    same = all(r.text == first.text or near_tie(r, ref, t.near_tie_nats) for r in wrong)
+    same = all(
+        r.error is None and (r.text == first.text or near_tie(r, ref, t.near_tie_nats))
+        for r in wrong
+    )
     return tie if same else None
 
 

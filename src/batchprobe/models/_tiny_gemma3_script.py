@@ -2,7 +2,7 @@
 
 Standalone on purpose (numpy, safetensors and tokenizers only, no batchprobe
 import): batchprobe itself stays free of those dependencies, and the mlx-lm
-environment already has all three.  Usage: python this.py OUT_DIR SEED [gemma3|llama]
+environment already has all three.  Usage: python this.py SEED gemma3|llama OUT_DIR
 """
 
 from __future__ import annotations
@@ -221,4 +221,4 @@ def main(out: Path, seed: int, family: str) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else "gemma3")
+    main(Path(sys.argv[3]), int(sys.argv[1]), sys.argv[2])  # SEED FAMILY OUT

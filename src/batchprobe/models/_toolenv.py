@@ -1,4 +1,5 @@
-"""The model-tools environment: the python that unpacks GGUFs into checkpoints.
+"""The model-tools environment: the python that unpacks GGUFs into checkpoints and builds the
+tiny task models.
 
 Like an engine's environment it lives in the cache, is keyed by a hash of its recipe (so a
 changed pin builds a new one beside the old), is built under a file lock and counts as
@@ -22,6 +23,7 @@ REQUIREMENTS = (
     "gguf==0.19.0",
     "numpy==2.4.6",
     "safetensors==0.8.0",
+    "scipy==1.17.1",
     "tokenizers==0.23.3",
 )
 STEPS = (("{python}", "-m", "pip", "install", "--quiet", *REQUIREMENTS),)

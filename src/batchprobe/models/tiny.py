@@ -5,17 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from batchprobe.errors import ConfigError
-from batchprobe.models import tiny_gemma3, tiny_gemma4, tiny_llama
+from batchprobe.models import tiny_gemma3, tiny_gemma4, tiny_llama, tiny_task
 
 TINY_FAMILIES = ("gemma3", "gemma4", "llama")
 
 
-def build_tiny(family: str, path: Path, seed: int = 0, cache_dir: Path | None = None) -> Path:
+def build_tiny(
+    family: str, path: Path, seed: int = 0, cache_dir: Path | None = None, *, task: bool = False
+) -> Path:
     """Write the tiny ``family`` model into ``path`` (replaced if present) and return it.
 
-    gemma3 and llama are written under the mlx-lm environment's python (installed into
-    ``cache_dir`` when missing); gemma4 needs nothing installed.
+    ``task``: the constructed model that does the probe's tasks (``tiny_task``; llama);
+    else random weights: gemma3 and llama are written under the mlx-lm environment's python
+    (installed into ``cache_dir`` when missing); gemma4 needs nothing installed.
     """
+    if task:
+        return tiny_task.build_task(family, path, cache_dir=cache_dir)
     if family == "gemma4":
         return tiny_gemma4.build(path, seed)
     if family == "llama":

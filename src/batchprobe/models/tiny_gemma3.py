@@ -12,13 +12,11 @@ mlx-lm one, installed when missing), so batchprobe itself needs none of them.
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 from batchprobe.engines import install
 from batchprobe.errors import ConfigError
+from batchprobe.models._staged import run_into
 
 SCRIPT = Path(__file__).with_name("_tiny_gemma3_script.py")
 BUILDER_ENGINE = "mlx-lm"
@@ -42,18 +40,7 @@ def build(
     """
     target = Path(path)
     interpreter = python or builder_python(cache_dir)
-    staging = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    done = subprocess.run(
-        [str(interpreter), str(SCRIPT), str(staging), str(seed), family],
-        check=False,
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-    )
-    if done.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
+    done = run_into(target, [str(interpreter), str(SCRIPT), str(seed), family])
+    if done is not None:
         raise ConfigError("model", f"building the tiny {family} failed:\n{done.stderr[-2000:]}")
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
     return target

@@ -9,14 +9,12 @@ by a hash of the unpacker, and appears under its final name only when complete.
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 from batchprobe.engines._envs import _locked
 from batchprobe.errors import ConfigError
 from batchprobe.models import _toolenv
+from batchprobe.models._staged import check_space, run_into
 
 SCRIPT = Path(__file__).with_name("_unpack_gguf_script.py")
 # float32 weights (268 M values) plus a 16 MB tokenizer, with room to spare.
@@ -30,17 +28,6 @@ def recipe_hash() -> str:
     return hashlib.sha256(recipe).hexdigest()[:12]
 
 
-def _check_space(folder: Path, needed: int) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(folder).free
-    if free < needed:
-        raise ConfigError(
-            "cache",
-            f"{folder} has {free // 2**20} MiB free; unpacking gemma3-270m needs "
-            f"{needed // 2**20} MiB (free some space or set BATCHPROBE_CACHE_DIR)",
-        )
-
-
 def unpack(gguf: Path, target: Path, *, cache_dir: Path | None = None,
            needed_bytes: int = NEEDED_BYTES) -> Path:
     """Write the checkpoint of ``gguf`` into ``target`` (replaced if present) and return it.
@@ -51,26 +38,16 @@ def unpack(gguf: Path, target: Path, *, cache_dir: Path | None = None,
     """
     if not gguf.is_file():
         raise ConfigError("model", f"{gguf} is not a file")
-    _check_space(target.parent, needed_bytes)
+    check_space(target.parent, needed_bytes, "unpacking gemma3-270m")
     python = _toolenv.tools_python(cache_dir)
-    staging = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    done = subprocess.run(
-        [str(python), str(SCRIPT), str(gguf), str(staging)],
-        check=False, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-    )
-    if done.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
+    done = run_into(target, [str(python), str(SCRIPT), str(gguf)])
+    if done is not None:
         lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
         if done.returncode == _NO_SPACE:
             raise ConfigError("cache", f"{target.parent}: {lines[-1]}")
         if done.returncode == _BAD_GGUF:
             raise ConfigError("model", lines[-1])
         raise ConfigError("model", f"unpacking {gguf} failed:\n{done.stderr[-2000:]}")
-    for written in staging.iterdir():
-        written.chmod(0o644)
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
     return target
 
 

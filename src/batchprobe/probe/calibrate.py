@@ -12,6 +12,9 @@ _SAMPLE_TOKENS = 400
 # Every real tokenizer lands in this range on English-like log lines (~4 here); a count that
 # implies more or fewer characters per token is a server bug, not a tokenizer.
 PLAUSIBLE_CHARS_PER_TOKEN = (1.0, 12.0)
+# A server's count holds the tokens it adds (a BOS, a chat template's markers): up to this many
+# are not held against a character-level tokenizer's 1.0.
+_ADDED_TOKENS = 16
 
 
 async def calibrate_chars_per_token(
@@ -42,7 +45,7 @@ async def calibrate_chars_per_token(
         return None, f"{estimate}: the server reported no token counts"
     low, high = PLAUSIBLE_CHARS_PER_TOKEN
     ratio = len(sample) / tokens
-    if tokens < 0 or not low <= ratio <= high:
+    if tokens < 0 or ratio > high or len(sample) / max(1, tokens - _ADDED_TOKENS) < low:
         return None, (
             f"{estimate}: the server counted {tokens} tokens in a {len(sample)}-character "
             f"sample, outside the plausible {low:g}..{high:g} characters per token; "

@@ -1,0 +1,73 @@
+"""Tiny models that do the probe's tasks: constructed, not trained.
+
+A 2-layer llama of 2.2 M parameters whose weights are written by hand (an offset-head layer,
+then a recall head and a count head; see ``_tiny_task_build.py``) over a character vocabulary
+with the probe's marker words. It finds every needle and counts every count on the probe's
+own items, over completions and chat, on llama.cpp, transformers and mlx-lm, so every answer
+is judged. Deterministic: the same files from the same recipe, in about 10 s on 2 cores,
+under the model-tools python (numpy, scipy, safetensors, tokenizers, gguf), cached by a hash
+of the recipe. The folder holds the Hugging Face checkpoint and ``model.gguf``, whose MLP is
+widened with zero units so llama.cpp spends ~3 ms a token on it: a reply then streams token
+by token, as a real model's does, and a stream can be joined or dropped mid-way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from batchprobe.engines._envs import _locked
+from batchprobe.errors import ConfigError
+from batchprobe.models import _toolenv
+from batchprobe.models._staged import check_space, run_into
+
+_HERE = Path(__file__).parent
+SCRIPT = _HERE / "_tiny_task_build.py"
+SOURCES = (SCRIPT, _HERE / "_tiny_task_kernels.py", _HERE / "_tiny_task_gguf.py")
+TASK_FAMILIES = ("llama",)
+GGUF_NAME = "model.gguf"
+# 8.7 MB of float32 weights, the GGUF's 110 MB (its MLP widened), with room to spare.
+NEEDED_BYTES = 200 * 1024 * 1024
+
+
+def recipe_hash() -> str:
+    """Changes with the builder or its environment's pins: either builds a new model."""
+    recipe = b"".join(p.read_bytes() for p in SOURCES) + _toolenv.recipe_hash().encode()
+    return hashlib.sha256(recipe).hexdigest()[:12]
+
+
+def _family(family: str) -> str:
+    if family not in TASK_FAMILIES:
+        raise ConfigError(
+            "family",
+            f"{family!r} has no model that does the tasks; allowed: {', '.join(TASK_FAMILIES)}",
+        )
+    return family
+
+
+def build_task(family: str, target: Path, *, cache_dir: Path | None = None,
+               needed_bytes: int = NEEDED_BYTES) -> Path:
+    """Write the ``family`` task model into ``target`` (replaced if present) and return it.
+
+    ConfigError("family") for a family without one, ConfigError("cache") when the folder
+    lacks the space; a failed build leaves nothing at ``target`` or beside it.
+    """
+    _family(family)
+    check_space(target.parent, needed_bytes, f"the tiny {family} task model")
+    python = _toolenv.tools_python(cache_dir)
+    done = run_into(target, [str(python), str(SCRIPT)])
+    if done is not None:
+        raise ConfigError("model", f"building the tiny {family} task model failed:\n"
+                                   f"{done.stderr[-2000:]}")
+    return target
+
+
+def cached_task_model(family: str, cache: Path) -> Path:
+    """The cache's ``family`` task model folder, built on first use (under a lock, once)."""
+    target = cache / "models" / f"tiny-{_family(family)}-task-{recipe_hash()}"
+    if (target / GGUF_NAME).is_file():
+        return target
+    with _locked(cache, target.name):
+        if not (target / GGUF_NAME).is_file():
+            build_task(family, target, cache_dir=cache)
+    return target

@@ -1,0 +1,83 @@
+"""The constructed tiny llama that does the probe's tasks: built deterministically, cached,
+and refused clearly (a family without one, a cache without space), never half-written."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from batchprobe.cli import main
+from batchprobe.errors import ConfigError
+from batchprobe.models import resolve_model
+from batchprobe.models.tiny_task import GGUF_NAME, build_task, recipe_hash
+
+
+def _nothing_left(target: Path) -> None:
+    assert not target.exists()
+    assert [p.name for p in target.parent.iterdir() if p.name.startswith(f".{target.name}")] == []
+
+
+def test_a_family_without_a_task_model_is_named_with_the_allowed_ones(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        build_task("gemma3", tmp_path / "m")
+    assert info.value.field == "family" and "'gemma3'" in str(info.value)
+    assert "allowed: llama" in str(info.value)
+    result = CliRunner().invoke(main, ["models", "build-tiny", "gemma5", str(tmp_path / "x"), "--task"])
+    assert result.exit_code == 2 and "gemma5" in result.output
+    _nothing_left(tmp_path / "m")
+
+
+def test_a_cache_without_space_is_refused_before_any_work(tmp_path: Path) -> None:
+    target = tmp_path / "out" / "tiny"
+    free = shutil.disk_usage(tmp_path).free
+    with pytest.raises(ConfigError) as info:
+        build_task("llama", target, needed_bytes=free + 2**30)
+    assert info.value.field == "cache" and "MiB free" in str(info.value)
+    _nothing_left(target)
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.engine  # the model-tools environment (< 1 min once); two builds of ~10 s
+def test_the_build_is_deterministic_and_the_alias_is_cached(tmp_path: Path) -> None:
+    first = build_task("llama", tmp_path / "a")
+    second = CliRunner().invoke(main, ["models", "build-tiny", "llama", str(tmp_path / "b"), "--task"])
+    assert second.exit_code == 0, second.output
+    assert _digests(first) == _digests(tmp_path / "b")
+    names = set(_digests(first))
+    assert {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json",
+            GGUF_NAME} <= names
+    config = json.loads((first / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLM"] and config["num_hidden_layers"] == 2
+    tokens = json.loads((first / "tokenizer.json").read_text())
+    added = {t["content"] for t in tokens["added_tokens"]}
+    assert {"ACCESS_CODE=", "VAULT_CODE?", "Count upwards from ", "<|assistant|>"} <= added
+    # The alias builds into the cache once, under the recipe's hash: the same files.
+    gguf = resolve_model("tiny-llama")
+    assert gguf.name == GGUF_NAME and gguf.parent.name == f"tiny-llama-task-{recipe_hash()}"
+    assert resolve_model("tiny-llama", model_format="hf") == gguf.parent
+    assert _digests(gguf.parent) == _digests(first)
+
+
+def test_the_builder_knows_the_probes_marker_and_bias_words() -> None:
+    """The builder runs without batchprobe (its own python): its words are the probe's."""
+    import ast
+
+    from batchprobe.models.tiny_task import SCRIPT
+    from batchprobe.probe.discover import BIAS_WORDS
+    from batchprobe.workload.needle import NEEDLE_KEY
+    from batchprobe.workload.shapes.conversation import KEYS
+
+    tree = ast.parse(SCRIPT.read_text())
+    lists = {t.id: ast.literal_eval(node.value) for node in tree.body
+             if isinstance(node, ast.Assign) for t in node.targets
+             if isinstance(t, ast.Name) and isinstance(node.value, ast.List)}
+    assert lists["BIAS_WORDS"] == list(BIAS_WORDS)
+    assert lists["KEYS"] == [f"{k}=" for k in (NEEDLE_KEY, *KEYS)]
