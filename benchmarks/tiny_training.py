@@ -3,7 +3,7 @@ family, the serial recall and decode-check accuracy on the probe's own items.
 
 The models are constructed, not trained (``batchprobe.models.tiny_task``), so "training time"
 is the build: a fresh one into a temporary folder, timed. Each engine then serves the model
-(the ``tiny-llama`` alias, the GGUF or the checkpoint as the engine loads) to a serial plan of
+(the ``tiny-llama`` or ``tiny-gemma3`` alias, the GGUF or the checkpoint as the engine loads) to a serial plan of
 the burst wave: ``--sessions`` recall prompts and as many counts, one at a time, cold, in the
 completion style and then in the chat style. An answer counts when its own check passed (its
 needle; its count run on to its max_tokens).
@@ -28,7 +28,9 @@ from batchprobe.probe import plan_run, run_plan
 from batchprobe.results import Report
 
 ENGINES = ("llama.cpp", "transformers", "mlx-lm", "vllm-mlx")
-ALIAS = {"llama": "tiny-llama"}
+ALIAS = {"llama": "tiny-llama", "gemma3": "tiny-gemma3"}
+# The engines that load a family: gemma3 has no GGUF (llama.cpp's share is tiny-llama's).
+LOADS = {"gemma3": ("transformers", "mlx-lm", "vllm-mlx")}
 
 
 @dataclass
@@ -54,7 +56,7 @@ def serial_accuracy(engine: str, model: str, sessions: int, folder: Path, style:
     t0 = time.monotonic()
     plan = plan_run(engine=engine, model=model, arms="simple@1", shapes="burst",
                     sessions=sessions, prompt_style=style,  # type: ignore[arg-type]
-                    output=folder / f"{engine}-{style}.json")
+                    output=folder / f"{model}-{engine}-{style}.json")
     report: Report = run_plan(plan)
     tally = {"recall": [0, 0], "decode": [0, 0]}
     for s in report.arms[0].sessions if report.arms else []:
@@ -76,7 +78,7 @@ def main() -> None:
         t0 = time.monotonic()
         build_task(family, folder / f"build-{family}")
         print(f"{family}: built in {time.monotonic() - t0:.1f} s (constructed, no training)")
-        for engine in args.engines.split(","):
+        for engine in (e for e in args.engines.split(",") if e in LOADS.get(family, ENGINES)):
             for style in ("completion", "chat"):
                 got = serial_accuracy(engine, ALIAS[family], args.sessions, folder, style)
                 print(got.line(), flush=True)

@@ -13,7 +13,7 @@ from batchprobe.models import resolve_model, tiny_gemma3, tiny_gemma4
 # use them, so that `pytest -m "not engine"` stays a quick loop on an empty cache.
 ENGINE_FIXTURES = frozenset({
     "mlx_lm_env", "transformers_env", "llama_env", "tiny_gemma3_dir", "gemma3_270m",
-    "tiny_gemma4_dir", "vllm_mlx_030", "vllm_mlx_060", "gemma3_270m_hf", "tiny_llama_task",
+    "tiny_gemma4_dir", "vllm_mlx_030", "vllm_mlx_060", "gemma3_270m_hf", "tiny_llama_task", "tiny_gemma3_task",
 })  # fmt: skip
 
 
@@ -89,6 +89,12 @@ def tiny_llama_task() -> Path:
     # The constructed llama that does the tasks, built into the cache once (~10 s, plus the
     # model-tools environment < 1 min): its folder, model.gguf beside the checkpoint.
     return resolve_model("tiny-llama", model_format="hf")
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma3_task() -> Path:
+    # The same construction in gemma-3's layout (a sliding-window first layer), ~10 s.
+    return resolve_model("tiny-gemma3", model_format="hf")
 
 
 @pytest.fixture(scope="session")

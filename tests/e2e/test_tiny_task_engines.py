@@ -1,5 +1,6 @@
-"""The constructed tiny llama on real engines: it does the probe's tasks alone on every engine
-that loads it, so a run on it judges every answer (Gemma 3 270M leaves dozens not judged)."""
+"""The constructed tiny models on real engines: each does the probe's tasks alone on every
+engine that loads it, so a run on it judges every answer (Gemma 3 270M leaves dozens not
+judged)."""
 
 from __future__ import annotations
 
@@ -20,15 +21,19 @@ def _passed(answers: list[dict[str, Any]], workload: str) -> tuple[int, int]:
     return len(ok), len(mine)
 
 
-@pytest.mark.parametrize(("engine", "style", "n"), [
-    ("llama.cpp", "completion", 8), ("llama.cpp", "chat", 8),
-    ("transformers", "chat", 8),
-    ("mlx-lm", "chat", 3),  # MLX on this CPU: ~6 s a request
+@pytest.mark.parametrize(("model", "engine", "style", "n"), [
+    ("tiny-llama", "llama.cpp", "completion", 8), ("tiny-llama", "llama.cpp", "chat", 8),
+    ("tiny-llama", "transformers", "chat", 8),
+    ("tiny-llama", "mlx-lm", "chat", 3),  # MLX on this CPU: ~6 s a request
+    # gemma-3's layout, its first layer a sliding window far shorter than the prompts
+    ("tiny-gemma3", "transformers", "completion", 8), ("tiny-gemma3", "transformers", "chat", 8),
+    ("tiny-gemma3", "mlx-lm", "completion", 3),
 ])  # fmt: skip
 def test_serial_recall_and_counts_on_the_probes_own_items(
-    tiny_llama_task: Path, tmp_path: Path, engine: str, style: str, n: int
+    tiny_llama_task: Path, tiny_gemma3_task: Path, tmp_path: Path, model: str, engine: str,
+    style: str, n: int,
 ) -> None:
-    args = ["--engine", engine, "--model", "tiny-llama", "--arms", "simple@1", "--shapes", "burst",
+    args = ["--engine", engine, "--model", model, "--arms", "simple@1", "--shapes", "burst",
             "--sessions", str(n), "--prompt-style", style]  # fmt: skip
     code, verdict, out = batchprobe_run(args, tmp_path / "verdict.json")
     assert verdict["status"] == "ok", out
@@ -36,7 +41,7 @@ def test_serial_recall_and_counts_on_the_probes_own_items(
     assert {s["situation"]["api"] for s in answers} == {"chat" if style == "chat" else "completions"}
     for workload in ("recall", "decode"):
         ok, total = _passed(answers, workload)
-        print(f"{engine} {style} {workload}: {ok}/{total}")
+        print(f"{model} {engine} {style} {workload}: {ok}/{total}")
         assert total == n and ok >= 0.95 * total, [s["text"][:40] for s in answers]
     assert code == expected_exit(verdict), out
 

@@ -1,5 +1,6 @@
-"""The constructed tiny llama that does the probe's tasks: built deterministically, cached,
-and refused clearly (a family without one, a cache without space), never half-written."""
+"""The constructed tiny models that do the probe's tasks (llama, gemma3): built
+deterministically, cached, and refused clearly (a family without one, a GGUF of a family that
+has none, a cache without space), never half-written."""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ def _nothing_left(target: Path) -> None:
 
 def test_a_family_without_a_task_model_is_named_with_the_allowed_ones(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
-        build_task("gemma3", tmp_path / "m")
-    assert info.value.field == "family" and "'gemma3'" in str(info.value)
-    assert "allowed: llama" in str(info.value)
+        build_task("gemma4", tmp_path / "m")
+    assert info.value.field == "family" and "'gemma4'" in str(info.value)
+    assert "allowed: llama, gemma3" in str(info.value)
     result = CliRunner().invoke(main, ["models", "build-tiny", "gemma5", str(tmp_path / "x"), "--task"])
     assert result.exit_code == 2 and "gemma5" in result.output
     _nothing_left(tmp_path / "m")
@@ -64,6 +65,27 @@ def test_the_build_is_deterministic_and_the_alias_is_cached(tmp_path: Path) -> N
     assert gguf.name == GGUF_NAME and gguf.parent.name == f"tiny-llama-task-{recipe_hash()}"
     assert resolve_model("tiny-llama", model_format="hf") == gguf.parent
     assert _digests(gguf.parent) == _digests(first)
+
+
+@pytest.mark.engine  # two builds of ~10 s in the model-tools environment
+def test_the_gemma3_build_keeps_gemma3s_parts_and_has_no_gguf(tmp_path: Path) -> None:
+    first = build_task("gemma3", tmp_path / "a")
+    assert _digests(first) == _digests(build_task("gemma3", tmp_path / "b"))
+    assert GGUF_NAME not in _digests(first)
+    config = json.loads((first / "config.json").read_text())
+    assert config["model_type"] == "gemma3_text" and config["tie_word_embeddings"] is False
+    # A sliding-window first layer, its window far shorter than a recall prompt (~1000 tokens).
+    assert config["layer_types"] == ["sliding_attention", "full_attention"]
+    assert config["sliding_window_pattern"] == 2 and config["sliding_window"] <= 256
+    raw = (first / "model.safetensors").read_bytes()  # a u64 header length, then its JSON
+    names = set(json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")]))
+    assert {"model.layers.0.self_attn.q_norm.weight", "model.layers.1.post_feedforward_layernorm.weight",
+            "lm_head.weight"} <= names
+    with pytest.raises(ConfigError) as info:
+        resolve_model("tiny-gemma3", model_format="gguf")
+    assert info.value.field == "model" and "no GGUF" in str(info.value)
+    folder = resolve_model("tiny-gemma3", model_format="hf")
+    assert folder.name == f"tiny-gemma3-task-{recipe_hash()}" and _digests(folder) == _digests(first)
 
 
 def test_the_builder_knows_the_probes_marker_and_bias_words() -> None:

@@ -43,7 +43,7 @@ def unpack_cmd(model: str, directory: Path) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Weight seed (random weights).")
 @click.option("--task", is_flag=True,
               help="The constructed model that does the probe's tasks (recall, counts) instead "
-                   "of random weights; with model.gguf beside the checkpoint (llama only).")
+                   "of random weights: llama (model.gguf beside the checkpoint) or gemma3.")
 def build_tiny_cmd(family: str, directory: Path, seed: int, task: bool) -> None:
     """Build a tiny FAMILY model (offline) into DIRECTORY: random weights, or --task."""
     click.echo(str(build_tiny(family, directory, seed=seed, task=task)))

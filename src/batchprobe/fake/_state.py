@@ -139,6 +139,7 @@ class ServerState:
         """Count a request as in flight (queued or generating) for the duration; leaving is
         its departure from the batch, however the reply ended. ``connection``: its client's,
         whose close (a hang-up) takes it out of the load a later arrival sees."""
+        self._notice_hang_ups()
         self._unfinished += 1
         hung_up = self._hung_up_unfinished()
         flight = Flight(
@@ -175,6 +176,13 @@ class ServerState:
                 self._period.clear()
                 self._period_heads.clear()
                 self.dropped = None
+
+    def _notice_hang_ups(self) -> None:
+        """Take the hang-ups a next arrival finds as gone before it: a closed connection is
+        otherwise noticed at the next write, after a retry sent a few ms later may arrive."""
+        for f in list(self._inflight.values()):
+            if not f.finished and f.connection is not None and f.connection.is_closing():
+                self.client_gone(f)
 
     def _hung_up_unfinished(self) -> int:
         """Requests in flight, not finished, whose client has closed its connection: the
@@ -332,7 +340,9 @@ class ServerState:
         return False
 
     def client_gone(self, flight: Flight) -> None:
-        """``flight``'s client hung up mid-reply: what the abort faults do about it."""
+        """``flight``'s client hung up mid-reply: what the abort faults do about it (once)."""
+        if flight.hung_up:
+            return
         flight.hung_up = True
         fault = self.config.fault
         if fault == "abort_leak":

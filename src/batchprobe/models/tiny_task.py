@@ -4,11 +4,13 @@ A 2-layer llama of 2.2 M parameters whose weights are written by hand (an offset
 then a recall head and a count head; see ``_tiny_task_build.py``) over a character vocabulary
 with the probe's marker words. It finds every needle and counts every count on the probe's
 own items, over completions and chat, on llama.cpp, transformers and mlx-lm, so every answer
-is judged. Deterministic: the same files from the same recipe, in about 10 s on 2 cores,
-under the model-tools python (numpy, scipy, safetensors, tokenizers, gguf), cached by a hash
-of the recipe. The folder holds the Hugging Face checkpoint and ``model.gguf``, whose MLP is
-widened with zero units so llama.cpp spends ~3 ms a token on it: a reply then streams token
-by token, as a real model's does, and a stream can be joined or dropped mid-way.
+is judged. The gemma3 family is the same construction in gemma-3's layout, its first layer
+a sliding-window one of 128 tokens (``_tiny_task_gemma3.py``), for the engines' rotating
+caches. Deterministic: the same files from the same recipe, in about 10 s on 2 cores, under
+the model-tools python (numpy, scipy, safetensors, tokenizers, gguf), cached by a hash of the
+recipe. A llama folder also holds ``model.gguf``, whose MLP is widened with zero units so
+llama.cpp spends ~3 ms a token on it: a reply then streams token by token, as a real model's
+does, and a stream can be joined or dropped mid-way.
 """
 
 from __future__ import annotations
@@ -16,15 +18,15 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from batchprobe.engines._envs import _locked
 from batchprobe.errors import ConfigError
 from batchprobe.models import _toolenv
-from batchprobe.models._staged import check_space, run_into
+from batchprobe.models._staged import cached, check_space, run_into
 
 _HERE = Path(__file__).parent
 SCRIPT = _HERE / "_tiny_task_build.py"
-SOURCES = (SCRIPT, _HERE / "_tiny_task_kernels.py", _HERE / "_tiny_task_gguf.py")
-TASK_FAMILIES = ("llama",)
+SOURCES = (SCRIPT, _HERE / "_tiny_task_kernels.py", _HERE / "_tiny_task_gguf.py",
+           _HERE / "_tiny_task_gemma3.py")
+TASK_FAMILIES = ("llama", "gemma3")
 GGUF_NAME = "model.gguf"
 # 8.7 MB of float32 weights, the GGUF's 110 MB (its MLP widened), with room to spare.
 NEEDED_BYTES = 200 * 1024 * 1024
@@ -55,7 +57,7 @@ def build_task(family: str, target: Path, *, cache_dir: Path | None = None,
     _family(family)
     check_space(target.parent, needed_bytes, f"the tiny {family} task model")
     python = _toolenv.tools_python(cache_dir)
-    done = run_into(target, [str(python), str(SCRIPT)])
+    done = run_into(target, [str(python), str(SCRIPT), family])
     if done is not None:
         raise ConfigError("model", f"building the tiny {family} task model failed:\n"
                                    f"{done.stderr[-2000:]}")
@@ -63,11 +65,7 @@ def build_task(family: str, target: Path, *, cache_dir: Path | None = None,
 
 
 def cached_task_model(family: str, cache: Path) -> Path:
-    """The cache's ``family`` task model folder, built on first use (under a lock, once)."""
+    """The cache's ``family`` task model folder, built on first use and again when a file of
+    it went missing or changed size (under a lock, once)."""
     target = cache / "models" / f"tiny-{_family(family)}-task-{recipe_hash()}"
-    if (target / GGUF_NAME).is_file():
-        return target
-    with _locked(cache, target.name):
-        if not (target / GGUF_NAME).is_file():
-            build_task(family, target, cache_dir=cache)
-    return target
+    return cached(target, cache, lambda folder: build_task(family, folder, cache_dir=cache))

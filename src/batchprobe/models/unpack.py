@@ -11,10 +11,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from batchprobe.engines._envs import _locked
 from batchprobe.errors import ConfigError
 from batchprobe.models import _toolenv
-from batchprobe.models._staged import check_space, run_into
+from batchprobe.models._staged import cached, check_space, run_into
 
 SCRIPT = Path(__file__).with_name("_unpack_gguf_script.py")
 # float32 weights (268 M values) plus a 16 MB tokenizer, with room to spare.
@@ -52,11 +51,7 @@ def unpack(gguf: Path, target: Path, *, cache_dir: Path | None = None,
 
 
 def cached_checkpoint(gguf: Path, cache: Path) -> Path:
-    """The cache's checkpoint of ``gguf``, unpacked on first use (under a lock, once)."""
+    """The cache's checkpoint of ``gguf``, unpacked on first use and again when a file of it
+    went missing or changed size (under a lock, once)."""
     target = cache / "models" / f"gemma-3-270m-hf-{recipe_hash()}"
-    if target.is_dir():
-        return target
-    with _locked(cache, target.name):
-        if not target.is_dir():
-            unpack(gguf, target, cache_dir=cache)
-    return target
+    return cached(target, cache, lambda folder: unpack(gguf, folder, cache_dir=cache))
