@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from batchprobe.engines import diagnose, last_traceback
+from batchprobe.engines import diagnose, diagnose_findings, last_traceback
 
 DATA = Path(__file__).with_name("data")
 SHARED_KV_LOG = (DATA / "vllm-mlx-0.3.0-batching-gemma4.log").read_text()
@@ -101,3 +101,23 @@ def test_mlx_lm_exact_cache_hit_is_named_with_its_patch(version: str, log: str) 
     found = diagnose("mlx-lm", version, log, [])
     assert [d.issue_id for d in found] == ["mlx-lm-exact-cache-hit"]
     assert found[0].known and found[0].patch == "mlx-lm-exact-cache-hit"
+
+
+# A hard finding of mlx-lm 0.31.0's repeat wave (the corpus case, measured 2026-12-05).
+CHECKPOINT_FINDING = (
+    "cross_talk: session 5 (its copy 2; joined while 6 were decoding (client's view); after "
+    "session 6 left at its token 255 (5 still in flight); 281 prompt tokens cached; max_tokens "
+    "256, 282 prompt tokens, chat) answered with the code of session(s) 2 (cross-talk): '4726575'"
+)
+
+
+def test_a_bug_without_a_trace_is_known_by_its_symptom_on_an_affected_version() -> None:
+    found = diagnose_findings("mlx-lm", "0.31.0", [CHECKPOINT_FINDING])
+    assert [d.issue_id for d in found] == ["mlx-lm-checkpoint-last-row"]
+    assert found[0].fixed_in == "0.31.1" and found[0].evidence == [CHECKPOINT_FINDING]
+    # Not on the fixed version; not without a cache hit; not over completions; never from a log.
+    assert diagnose_findings("mlx-lm", "0.31.1", [CHECKPOINT_FINDING]) == []
+    uncached = CHECKPOINT_FINDING.replace("281 prompt tokens cached; ", "")
+    assert diagnose_findings("mlx-lm", "0.31.0", [uncached]) == []
+    assert diagnose_findings("mlx-lm", "0.31.0", [CHECKPOINT_FINDING.replace("chat)", "completions)")]) == []
+    assert diagnose("mlx-lm", "0.31.0", CHECKPOINT_FINDING, [CHECKPOINT_FINDING]) == []

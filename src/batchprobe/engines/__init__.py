@@ -8,7 +8,7 @@ One module per engine (``llama_cpp``, ``mlx_lm``, ``vllm_mlx``, ``transformers_s
 from __future__ import annotations
 
 from batchprobe.engines._base import Engine, PipEngine
-from batchprobe.engines._diagnosis import diagnose, last_traceback
+from batchprobe.engines._diagnosis import diagnose, diagnose_findings, last_traceback
 from batchprobe.engines._doctor import DoctorCheck, doctor
 from batchprobe.engines._envs import (
     MARKER,
@@ -68,6 +68,7 @@ __all__ = [
     "current_platform",
     "default_registry",
     "diagnose",
+    "diagnose_findings",
     "doctor",
     "find_installation",
     "get_engine",

@@ -29,11 +29,35 @@ def diagnose(
     registry: EngineRegistry | None = None,
 ) -> list[Diagnosis]:
     """Diagnoses for one engine run, most specific first; [] when nothing points to a failure."""
-    engine = get_engine(engine_name, registry)
     lines = log_text.splitlines()
     bodies = [body for body in error_bodies if body]
+    found = _known(engine_name, version, lines, bodies, registry)
+    if not any(d.is_bug for d in found):
+        unknown = unknown_failure(lines)
+        if unknown is not None:
+            found.append(unknown)
+    return found
+
+
+def diagnose_findings(
+    engine_name: str, version: str | None, findings: Sequence[str],
+    *, registry: EngineRegistry | None = None,
+) -> list[Diagnosis]:
+    """The known issues of the engine that its hard findings ('KIND: message') show."""
+    return _known(engine_name, version, list(findings), [], registry, from_findings=True)
+
+
+def _known(
+    engine_name: str, version: str | None, lines: list[str], bodies: list[str],
+    registry: EngineRegistry | None, *, from_findings: bool = False,
+) -> list[Diagnosis]:
+    """The known issues ``lines`` and ``bodies`` show: those read from the log and bodies, or
+    (``from_findings``) those read from findings, given as ``lines``."""
+    engine = get_engine(engine_name, registry)
     found = []
     for issue in (*engine.known_issues, *plugin_known_issues(engine.name)):
+        if from_findings != (issue.where == "finding"):
+            continue
         evidence = issue.evidence(lines, bodies) if issue.affects(version) else []
         if evidence:
             found.append(
@@ -49,10 +73,6 @@ def diagnose(
                     is_bug=issue.is_bug,
                 )
             )
-    if not any(d.is_bug for d in found):
-        unknown = unknown_failure(lines)
-        if unknown is not None:
-            found.append(unknown)
     return found
 
 

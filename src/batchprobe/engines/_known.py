@@ -26,7 +26,12 @@ class KnownIssue(BaseModel):
     issue_id: str
     title: str
     patterns: tuple[str, ...] = Field(description="Regexes; any match is evidence.")
-    where: Literal["log", "body", "any"] = "any"
+    where: Literal["log", "body", "any", "finding"] = Field(
+        default="any",
+        description="What the patterns are matched against: the server log, error bodies, "
+        "both, or the judge's hard findings ('KIND: message'; a bug that leaves no trace but "
+        "its wrong answers, known by its symptom on an affected version).",
+    )
     affected: str = Field(default="", description="PEP 440 specifier of affected versions.")
     explanation: str
     remedy: str
@@ -59,11 +64,12 @@ class KnownIssue(BaseModel):
         except InvalidVersion:
             return True
 
-    def evidence(self, log_lines: list[str], bodies: list[str], limit: int = 5) -> list[str]:
-        """The lines/bodies that match, oldest first, without repeats."""
+    def evidence(self, lines: list[str], bodies: list[str], limit: int = 5) -> list[str]:
+        """The lines (of the log; of the findings for a ``finding`` issue) and bodies that
+        match, oldest first, without repeats."""
         sources: list[str] = []
-        if self.where in ("log", "any"):
-            sources.extend(log_lines)
+        if self.where in ("log", "any", "finding"):
+            sources.extend(lines)
         if self.where in ("body", "any"):
             sources.extend(bodies)
         regexes = [re.compile(p) for p in self.patterns]

@@ -47,6 +47,24 @@ EXACT_CACHE_HIT = KnownIssue(
     patch="mlx-lm-exact-cache-hit",
 )
 
+CHECKPOINT_LAST_ROW = KnownIssue(
+    issue_id="mlx-lm-checkpoint-last-row",
+    title="mlx-lm 0.31.0 stores every batched chat prompt's checkpoint from the batch's last row",
+    # A chat answer with another session's code, served from its prompt cache.
+    patterns=(r"^cross_talk: .*prompt tokens cached.*\bchat\)",),
+    where="finding",
+    affected="==0.31.0",
+    explanation=(
+        "The server checkpoints each chat prompt's KV (all but its last token) when prompts are "
+        "prefilled together, but the callback's generator binds the row index late: every "
+        "checkpoint holds the batch's last row. A request that the checkpoint serves (the same "
+        "prompt re-sent while the first still decodes) answers from another prompt's context, "
+        "silently: no error, no log line (mlx-lm #965; fixed in 0.31.1)."
+    ),
+    remedy="Upgrade to mlx-lm>=0.31.1, or send chat prompts through /v1/completions.",
+    fixed_in="0.31.1",
+)
+
 
 def _minor(version: str) -> str:
     """``0.31`` of ``0.31.1``: the mlx release line an mlx-lm version was made with."""
@@ -62,7 +80,7 @@ class MlxLm(PipEngine):
     description = "Apple MLX's reference server (mlx_lm.server); MLX-format model directories."
     package = "mlx-lm"
     default_version = "0.32.2"
-    known_issues = (ROTATING_MERGE, EXACT_CACHE_HIT)
+    known_issues = (ROTATING_MERGE, EXACT_CACHE_HIT, CHECKPOINT_LAST_ROW)
     # MLX's CPU matmul (~5 GFLOPS here) takes a minute per gemma3-270m haystack; the constructed
     # tiny llama does the tasks at a few hundred tokens a second.
     default_model = "tiny-llama"

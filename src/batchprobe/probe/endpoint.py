@@ -60,6 +60,11 @@ class EndpointProvider(Protocol):
 
     def explain(self, exc: BatchprobeError) -> list[Diagnosis]: ...
 
+    def explain_findings(self, findings: list[str]) -> list[Diagnosis]:
+        """The engine's known issues its hard findings ('KIND: message') show: a bug that
+        leaves no trace in a log, known by its symptom on an affected version."""
+        ...
+
     def kv_pool(self, tokens: int) -> bool:
         """Whether an arm can get a server launched with one KV pool of ``tokens`` (a URL's
         server is as it is)."""
@@ -82,6 +87,9 @@ class UrlProvider:
 
     def explain(self, exc: BatchprobeError) -> list[Diagnosis]:
         return []
+
+    def explain_findings(self, findings: list[str]) -> list[Diagnosis]:
+        return []  # a URL's engine and version are not known
 
     def kv_pool(self, tokens: int) -> bool:
         return False

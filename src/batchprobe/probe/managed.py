@@ -11,6 +11,7 @@ from batchprobe.engines import (
     EngineRef,
     RunningEngine,
     diagnose,
+    diagnose_findings,
     find_installation,
     get_engine,
     install,
@@ -132,6 +133,9 @@ class EngineProvider:
         if not isinstance(exc, EngineError) or not self.logs:
             return []
         return diagnose(self.ref.name, self.ref.version, _read(self.logs[-1]))
+
+    def explain_findings(self, findings: list[str]) -> list[Diagnosis]:
+        return diagnose_findings(self.ref.name, self.ref.version, findings)
 
 
 DEFAULT_ENGINE = "llama.cpp"

@@ -418,6 +418,8 @@ class ProbeRun:
         judgement = judge(report.arms, report.comparisons, t)
         judgement.findings += _not_run(report, status)
         report.findings, report.judged = judgement.findings, judgement.judged
+        self.add_diagnoses(self.provider.explain_findings(
+            [f"{f.kind.value}: {f.message}" for f in judgement.findings if f.hard]))
         sweep = self.sweep
         if sweep is not None and sweep.steps:
             sweep.finalize(self.baseline(), judgement.findings, judgement.judged)

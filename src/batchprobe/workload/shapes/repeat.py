@@ -109,12 +109,13 @@ class Repeat:
                 )
             )
         twins, again = singles[:twin_count], singles[twin_count:]
-        # The re-sent ones go first, so each is prefilled beside other prompts, not last: a
-        # server that stores what a batched prefill left behind under the wrong row (mlx-lm
-        # 0.31.0 gave every row the last row's KV) then answers the re-send from another prompt.
-        sends = [Send(a) for a in again]
-        sends += [Send(t, copy_index=c) for t in twins for c in (0, 1)]
-        sends += [Send(f) for f in family]
+        # The re-sent ones go second, behind one twin, so each is prefilled beside other
+        # prompts and not last: a server that stores what a batched prefill left behind under
+        # the wrong row (mlx-lm 0.31.0 gave every row the last row's KV) then answers the
+        # re-send from another prompt. (Sent first, mlx-lm prefilled them alone: it starts the
+        # first arrival at once and batches the ones that came meanwhile.)
+        pairs = [Send(t, copy_index=c) for t in twins for c in (0, 1)]
+        sends = [pairs[0], *(Send(a) for a in again), *pairs[1:], *(Send(f) for f in family)]
         for a in again:
             # Again while it decodes (only what its prefill stored can serve it), then again
             # once it ended (what the whole answer left behind).
