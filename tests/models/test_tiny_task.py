@@ -17,10 +17,7 @@ from batchprobe.errors import ConfigError
 from batchprobe.models import resolve_model
 from batchprobe.models.tiny_task import GGUF_NAME, build_task, recipe_hash
 
-
-def _nothing_left(target: Path) -> None:
-    assert not target.exists()
-    assert [p.name for p in target.parent.iterdir() if p.name.startswith(f".{target.name}")] == []
+from .staging import nothing_left
 
 
 def test_a_family_without_a_task_model_is_named_with_the_allowed_ones(tmp_path: Path) -> None:
@@ -30,7 +27,7 @@ def test_a_family_without_a_task_model_is_named_with_the_allowed_ones(tmp_path: 
     assert "allowed: llama, gemma3" in str(info.value)
     result = CliRunner().invoke(main, ["models", "build-tiny", "gemma5", str(tmp_path / "x"), "--task"])
     assert result.exit_code == 2 and "gemma5" in result.output
-    _nothing_left(tmp_path / "m")
+    nothing_left(tmp_path / "m")
 
 
 def test_a_cache_without_space_is_refused_before_any_work(tmp_path: Path) -> None:
@@ -39,7 +36,7 @@ def test_a_cache_without_space_is_refused_before_any_work(tmp_path: Path) -> Non
     with pytest.raises(ConfigError) as info:
         build_task("llama", target, needed_bytes=free + 2**30)
     assert info.value.field == "cache" and "MiB free" in str(info.value)
-    _nothing_left(target)
+    nothing_left(target)
 
 
 def _digests(folder: Path) -> dict[str, str]:

@@ -14,10 +14,7 @@ from batchprobe.errors import ConfigError
 from batchprobe.models.unpack import unpack
 from batchprobe.probe.managed import engine_target
 
-
-def _nothing_left(target: Path) -> None:
-    assert not target.exists()
-    assert [p.name for p in target.parent.iterdir() if p.name.startswith(f".{target.name}")] == []
+from .staging import nothing_left
 
 
 def test_a_cache_without_space_is_refused_before_any_work(tmp_path: Path) -> None:
@@ -28,7 +25,7 @@ def test_a_cache_without_space_is_refused_before_any_work(tmp_path: Path) -> Non
     with pytest.raises(ConfigError) as info:
         unpack(gguf, target, needed_bytes=free + 2**30)
     assert info.value.field == "cache" and "MiB free" in str(info.value)
-    _nothing_left(target)
+    nothing_left(target)
 
 
 def test_a_missing_gguf_is_named(tmp_path: Path) -> None:
@@ -57,7 +54,7 @@ def test_a_damaged_gguf_is_a_model_error(gemma3_270m: Path, tmp_path: Path, dama
     with pytest.raises(ConfigError) as info:
         unpack(bad, target)
     assert info.value.field == "model" and "not a readable Gemma 3 GGUF" in str(info.value)
-    _nothing_left(target)
+    nothing_left(target)
 
 
 def test_an_engine_without_a_default_model_needs_one() -> None:
@@ -75,6 +72,6 @@ def test_a_disk_filling_up_mid_write_is_a_cache_error(gemma3_270m: Path, tmp_pat
         with pytest.raises(ConfigError) as info:
             unpack(gemma3_270m, small / "ckpt", needed_bytes=0)  # past the up-front check
         assert info.value.field == "cache" and "no space left" in str(info.value)
-        _nothing_left(small / "ckpt")
+        nothing_left(small / "ckpt")
     finally:
         subprocess.run(["umount", str(small)], check=True)

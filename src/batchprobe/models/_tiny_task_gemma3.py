@@ -36,6 +36,7 @@ from _tiny_task_build import (  # type: ignore[import-not-found, unused-ignore]
     ROPE_BASE,
     V,
 )
+from _tiny_task_build import HIDDEN as LLAMA_HIDDEN  # type: ignore[import-not-found, unused-ignore]
 
 HIDDEN = 676                # 13 heads x 52; sqrt = 26, exact in bfloat16
 SLIDING_WINDOW = 128        # < any recall prompt; > the 70 tokens from a question to its answer
@@ -47,8 +48,9 @@ MLP_UNIT = INTER - 1        # the always-on MLP unit that writes the ballast
 LAYERS = 2
 
 
-def _widened(a: np.ndarray, rows: bool, cols: bool) -> np.ndarray:
-    pad = ((0, HIDDEN - a.shape[0] if rows else 0), (0, HIDDEN - a.shape[1] if cols else 0))
+def _widened(a: np.ndarray) -> np.ndarray:
+    """``a`` with each of its hidden-size axes zero-padded from llama's size to gemma3's."""
+    pad = [(0, HIDDEN - n if n == LLAMA_HIDDEN else 0) for n in a.shape]
     widened: np.ndarray = np.pad(a, pad)
     return widened
 
@@ -71,20 +73,15 @@ def gemma3_weights(llama: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     passing = np.full(HIDDEN, B_OUT / root - 1.0, np.float32)
     passing[BALLAST] = -1.0      # (1 + w) = 0: the ballast stops here
     w: dict[str, np.ndarray] = {
-        "model.embed_tokens.weight": _widened(llama["model.embed_tokens.weight"], False, True) / root,
-        "lm_head.weight": _widened(llama["lm_head.weight"], False, True),
+        "model.embed_tokens.weight": _widened(llama["model.embed_tokens.weight"]) / root,
+        "lm_head.weight": _widened(llama["lm_head.weight"]),
         "model.norm.weight": np.full(HIDDEN, identity, np.float32),
     }
     q_scale = max(_q_bound(llama[f"model.layers.{i}.self_attn.q_proj.weight"]) for i in range(LAYERS))
     for i in range(LAYERS):
-        src, dst = f"model.layers.{i}.", f"model.layers.{i}."
-        q = _widened(llama[src + "self_attn.q_proj.weight"], False, True)
-        k = _widened(llama[src + "self_attn.k_proj.weight"], False, True)
-        v = _widened(llama[src + "self_attn.v_proj.weight"], False, True)
-        o = _widened(llama[src + "self_attn.o_proj.weight"], True, False)
-        gate = _widened(llama[src + "mlp.gate_proj.weight"], False, True)
-        up = _widened(llama[src + "mlp.up_proj.weight"], False, True)
-        down = _widened(llama[src + "mlp.down_proj.weight"], True, False)
+        p, a = f"model.layers.{i}.", f"model.layers.{i}.self_attn."
+        q, k, v, o = (_widened(llama[f"{a}{x}_proj.weight"]) for x in "qkvo")
+        gate, up, down = (_widened(llama[f"{p}mlp.{x}_proj.weight"]) for x in ("gate", "up", "down"))
         if k[K_BALLAST].any() or q[:, K_BALLAST].any() or v[V_CONST].any() or o[BALLAST].any():
             raise RuntimeError(f"layer {i}: a ballast dimension is already in use")
         if gate[MLP_UNIT].any() or up[MLP_UNIT].any() or down[:, MLP_UNIT].any():
@@ -99,18 +96,17 @@ def gemma3_weights(llama: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         gate[MLP_UNIT, CONST] = 20.0 / KC     # gelu(20) = 20
         up[MLP_UNIT, CONST] = 1.0 / 20.0 / KC
         down[BALLAST, MLP_UNIT] = B_OUT
-        a = dst + "self_attn."
         w.update({
             a + "q_proj.weight": q, a + "k_proj.weight": k, a + "v_proj.weight": v,
             a + "o_proj.weight": o,
             a + "q_norm.weight": np.full(HEAD_DIM, q_scale - 1.0, np.float32),
             a + "k_norm.weight": np.full(HEAD_DIM, C_K / math.sqrt(HEAD_DIM) - 1.0, np.float32),
-            dst + "mlp.gate_proj.weight": gate, dst + "mlp.up_proj.weight": up,
-            dst + "mlp.down_proj.weight": down,
-            dst + "input_layernorm.weight": np.full(HIDDEN, identity, np.float32),
-            dst + "pre_feedforward_layernorm.weight": np.full(HIDDEN, identity, np.float32),
-            dst + "post_attention_layernorm.weight": passing.copy(),
-            dst + "post_feedforward_layernorm.weight": passing.copy(),
+            p + "mlp.gate_proj.weight": gate, p + "mlp.up_proj.weight": up,
+            p + "mlp.down_proj.weight": down,
+            p + "input_layernorm.weight": np.full(HIDDEN, identity, np.float32),
+            p + "pre_feedforward_layernorm.weight": np.full(HIDDEN, identity, np.float32),
+            p + "post_attention_layernorm.weight": passing.copy(),
+            p + "post_feedforward_layernorm.weight": passing.copy(),
         })
     return {name: a.astype(np.float32) for name, a in w.items()}
 
