@@ -8,9 +8,9 @@ import asyncio
 from batchprobe.client import OpenAIClient
 from batchprobe.client.types import ChoiceText, CompletionRequest
 from batchprobe.fake import FakeServerConfig, FakeServerThread
+from batchprobe.results.items import SamplingParams, WorkItem
 from batchprobe.workload.checks import self_check
 from batchprobe.workload.decode import counting_item
-from batchprobe.workload.items import SamplingParams, WorkItem
 
 
 def _row(n: int | None, temperature: float = 0.0) -> WorkItem:

@@ -10,9 +10,9 @@ from pydantic import ValidationError
 
 from batchprobe.client import CompletionRequest, OpenAIClient, run
 from batchprobe.fake import FakeServerConfig, FakeServerThread
+from batchprobe.results.items import WorkItem
 from batchprobe.workload.checks import check_count
 from batchprobe.workload.conversation import continue_turn
-from batchprobe.workload.items import WorkItem
 from batchprobe.workload.shapes import ShapeContext, default_shapes
 
 

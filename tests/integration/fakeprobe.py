@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from batchprobe.fake import FakeServerConfig, FakeServerProcess, FakeServerThread
+from batchprobe.judge import rejudge
 from batchprobe.probe.endpoint import url_provider
 from batchprobe.probe.plan import url_arms
 from batchprobe.probe.run import run_probe
 from batchprobe.results import Report, RunConfig, read_report
+
+from .judgeprobe import judgement
 
 SESSIONS = 4
 
@@ -38,4 +41,5 @@ def _probe_url(tmp_path: Path, base_url: str, overrides: dict[str, object]) -> R
     output = tmp_path / "verdict.json"
     report = run_probe(config, output, url_provider(base_url))
     assert read_report(output) == report, "the file on disk is the final report"
+    assert judgement(rejudge(read_report(output))) == judgement(report), "judged alone, the same"
     return report

@@ -12,7 +12,7 @@ from batchprobe.cli import main
 from batchprobe.fake import FakeServerConfig, FakeServerThread
 from batchprobe.probe import plan_run, run_plan
 from batchprobe.report import render_html, render_junit
-from batchprobe.results import Report, read_report
+from batchprobe.results import Outcome, Report, read_report
 
 # Fast enough that the default plan (sessions 8, a sweep to 16, every shape) takes seconds.
 FAST = {"ttft_ms": 2.0, "itl_ms": 2.0}
@@ -21,12 +21,36 @@ FAST = {"ttft_ms": 2.0, "itl_ms": 2.0}
 def default_run(folder: Path, name: str, run: dict[str, object] | None = None,
                 **fake: object) -> tuple[Report, Path]:
     """``batchprobe run --base-url FAKE`` with no options (``run``: options where a case needs
-    one, e.g. an SLO); the verdict and its path."""
+    one, e.g. an SLO); the verdict and its path. Every one is judged again from its file
+    alone, with the server gone, and must say the same."""
     output = folder / f"{name}.json"
     config = FakeServerConfig(**{**FAST, **fake})  # type: ignore[arg-type]
     with FakeServerThread(config) as server:
         run_plan(plan_run(base_url=server.base_url, output=output, **(run or {})))  # type: ignore[arg-type]
-    return read_report(output), output
+    report = read_report(output)
+    assert_judged_alike(report, output)
+    return report, output
+
+
+def judgement(report: Report) -> tuple[object, ...]:
+    """What a judgement says: the outcome, each finding (arm, shape, kind, severity,
+    sessions, sources), the verdict's reasons, each step's record."""
+    v = report.verdict
+    findings = sorted(
+        (f.arm, f.shape or "", f.kind.value, f.severity, tuple(f.sessions), tuple(f.sources))
+        for f in report.findings
+    )
+    steps = report.envelope.steps if report.envelope is not None else []
+    return (v.outcome, v.correct, v.parallel, v.correct_up_to_n, findings, v.reasons, steps)
+
+
+def assert_judged_alike(report: Report, path: Path) -> None:
+    """``batchprobe judge PATH`` (no server) gives the run's own judgement, and its exit code."""
+    again = path.with_name(path.stem + ".judged.json")
+    result = CliRunner().invoke(main, ["judge", str(path), "--output", str(again)])
+    expected = {Outcome.PASS: 0, Outcome.FAIL: 1}.get(report.verdict.outcome, 2)
+    assert result.exit_code == expected, result.output
+    assert judgement(read_report(again)) == judgement(report)
 
 
 def junit_failures(report: Report, folder: Path) -> dict[str, str]:

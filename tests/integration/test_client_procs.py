@@ -11,7 +11,7 @@ import pytest
 from batchprobe.fake import FAULT_MODES, FakeServerConfig
 from batchprobe.fake._config import ABORT_FAULTS, TURN_FAULTS
 from batchprobe.judge.compare import compare
-from batchprobe.probe.sweep import step_record
+from batchprobe.judge.steps import step_record
 from batchprobe.results import ArmSpec, Report, RunConfig
 from batchprobe.results.sweep import SweepStep
 from batchprobe.results.thresholds import Thresholds

@@ -13,8 +13,8 @@ from aioserver import serve
 from batchprobe.client import OpenAIClient, run
 from batchprobe.fake import FakeServerConfig, FakeServerThread
 from batchprobe.probe import plan_run, run_plan
-from batchprobe.probe.discover import serves_other_path
 from batchprobe.results import Outcome, Status
+from batchprobe.send.discover import serves_other_path
 
 FAST: dict[str, object] = {"ttft_ms": 2.0, "itl_ms": 0.5}
 

@@ -14,10 +14,10 @@ from batchprobe.judge.references import (
 from batchprobe.probe.metrics import arm_metrics
 from batchprobe.probe.references import ReferenceRounds, reference_plans
 from batchprobe.results.findings import FindingKind
+from batchprobe.results.items import Turn, WorkItem
 from batchprobe.results.models import ArmResult, ArmSpec, SessionResult
 from batchprobe.results.shapes import SelfCheck, Situation
 from batchprobe.results.thresholds import Thresholds
-from batchprobe.workload.items import Turn, WorkItem
 from batchprobe.workload.shapes import ShapePlan
 
 T = Thresholds()

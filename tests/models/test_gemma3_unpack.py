@@ -16,8 +16,8 @@ import pytest
 from batchprobe.engines import Installation, launch
 from batchprobe.models._toolenv import tools_python
 from batchprobe.probe.managed import engine_target
+from batchprobe.results.items import WorkItem
 from batchprobe.workload.decode import build_decode_items
-from batchprobe.workload.items import WorkItem
 from batchprobe.workload.recall import build_recall_items
 from batchprobe.workload.scoring import score_recall
 from engines.helpers import post_json

@@ -90,7 +90,7 @@ def test_the_builder_knows_the_probes_marker_and_bias_words() -> None:
     import ast
 
     from batchprobe.models.tiny_task import SCRIPT
-    from batchprobe.probe.discover import BIAS_WORDS
+    from batchprobe.send.discover import BIAS_WORDS
     from batchprobe.workload.needle import NEEDLE_KEY
     from batchprobe.workload.shapes.conversation import KEYS
 

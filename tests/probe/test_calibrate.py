@@ -10,9 +10,9 @@ from aiohttp import web
 
 from aioserver import Handler, serve
 from batchprobe.client import OpenAIClient, run
-from batchprobe.probe.calibrate import calibrate_chars_per_token
-from batchprobe.probe.items import build_plans
 from batchprobe.results.models import RunConfig
+from batchprobe.send.calibrate import calibrate_chars_per_token
+from batchprobe.send.items import build_plans
 from batchprobe.workload.haystack import DEFAULT_CHARS_PER_TOKEN
 
 

@@ -1,5 +1,6 @@
 """Self-checks: counts, logit bias and stop strings judged from the item alone."""
 
+from batchprobe.results.items import CountSpec, SamplingParams, Turn
 from batchprobe.workload.checks import (
     check_bias,
     check_count,
@@ -8,7 +9,6 @@ from batchprobe.workload.checks import (
     self_check,
 )
 from batchprobe.workload.decode import count_owner, count_start, counting_item
-from batchprobe.workload.items import CountSpec, SamplingParams, Turn
 
 COUNT = CountSpec(first=2004, leading_space=True)
 

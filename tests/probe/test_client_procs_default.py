@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from batchprobe.probe.clients import STREAMS_PER_PROC, auto_procs
+from batchprobe.send.clients import STREAMS_PER_PROC, auto_procs
 
 
 @pytest.mark.parametrize(

@@ -9,11 +9,11 @@ import pytest
 from batchprobe.client.types import ChatMessage, CompletionRequest
 from batchprobe.judge.verdict import floor_recall
 from batchprobe.probe.metrics import arm_metrics
+from batchprobe.results.items import CountSpec, WorkItem
 from batchprobe.results.models import SessionResult
 from batchprobe.results.shapes import Situation
 from batchprobe.workload.checks import check_count
 from batchprobe.workload.conversation import continue_turn
-from batchprobe.workload.items import CountSpec, WorkItem
 from batchprobe.workload.needle import asked_code, asked_key
 from batchprobe.workload.shapes import ShapeContext, ShapePlan, default_shapes
 from batchprobe.workload.shapes.conversation import ASKS, COUNT_TURNS, KEYS

@@ -4,7 +4,7 @@ import json
 import struct
 from pathlib import Path
 
-from batchprobe.probe.discover import sliding_window
+from batchprobe.send.discover import sliding_window
 
 
 def _gguf(path: Path, window: int) -> Path:

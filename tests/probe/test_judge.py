@@ -152,8 +152,8 @@ def test_a_greedy_row_whose_token_was_not_its_top1_was_sampled() -> None:
 
 
 def test_an_empty_count_is_a_failure() -> None:
+    from batchprobe.results.items import CountSpec
     from batchprobe.workload.checks import check_count
-    from batchprobe.workload.items import CountSpec
 
     check = check_count(CountSpec(first=2004, leading_space=True), "", [])
     assert not check.passed and "no number generated" in (check.detail or "")

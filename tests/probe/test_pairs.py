@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from batchprobe.judge.steps import envelope
 from batchprobe.judge.throughput import history, paired_parallel
 from batchprobe.probe.pairs import interval, rate_sample
 from batchprobe.probe.stats import ratio_interval
-from batchprobe.probe.sweep import envelope
 from batchprobe.report.compare import _pairs_findings
 from batchprobe.results import Report, RunConfig, SessionResult
 from batchprobe.results.findings import FindingKind

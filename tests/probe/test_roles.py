@@ -13,8 +13,8 @@ from aioserver import serve
 from batchprobe.client import OpenAIClient, run
 from batchprobe.fake import FakeServerConfig, FakeServerThread
 from batchprobe.probe import plan_run
-from batchprobe.probe.discover import BIAS_WORDS, bias_tokens
-from batchprobe.probe.items import Plans, build_plans
+from batchprobe.send.discover import BIAS_WORDS, bias_tokens
+from batchprobe.send.items import Plans, build_plans
 from batchprobe.workload.shapes import ShapePlan
 from batchprobe.workload.shapes.params import ROLES, WITH_LOGPROBS
 

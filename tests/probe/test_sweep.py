@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from batchprobe.errors import ConfigError
-from batchprobe.probe.sweep import doubling, envelope, knee, parse_sweep, predicted_s
+from batchprobe.judge.steps import envelope, knee
+from batchprobe.probe.sweep import doubling, parse_sweep, predicted_s
 from batchprobe.results import ArmResult, ArmSpec
 from batchprobe.results.sweep import ServerLoad, SweepStep
 

@@ -15,6 +15,8 @@ _COMMANDS = (
     ("batchprobe.cli.run", "run"),
     ("batchprobe.cli.report", "report"),
     ("batchprobe.cli.compare", "compare"),
+    ("batchprobe.cli.judge", "judge"),
+    ("batchprobe.cli.repro", "repro"),
     ("batchprobe.cli.bisect", "bisect"),
     ("batchprobe.cli.corpus", "corpus"),
     ("batchprobe.cli.schema", "schema"),

@@ -80,7 +80,8 @@ def _build_config(**values: object) -> FakeServerConfig:
     show_default=True,
     help="Which requests the fault hits: every one, concurrent ones, those arriving above "
     "--fault-above in flight, one traffic shape's situation (join, ragged, early, repeat, "
-    "params; see the README), or the probe's warm-up requests (warmup).",
+    "params; see the README), the probe's warm-up requests (warmup), or those arriving while "
+    "3 or more are in flight, one longer than the rest (crowd).",
 )
 @click.option(
     "--fault-above",
@@ -89,6 +90,14 @@ def _build_config(**values: object) -> FakeServerConfig:
     show_default=True,
     help="With --fault-when above: the fault hits requests arriving while more than this many "
     "requests, the arriving one included, are in flight.",
+)
+@click.option(
+    "--fault-every",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="The fault fires only in every this-many-th busy period (idle to idle): a wave "
+    "replayed that many times shows it once.",
 )
 @click.option(
     "--exit-after",

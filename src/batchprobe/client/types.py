@@ -35,7 +35,7 @@ class ErrorKind(str, Enum):
 
 
 class RequestError(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
     kind: ErrorKind
     message: str
@@ -46,7 +46,7 @@ class RequestError(BaseModel):
 class ChatMessage(BaseModel):
     """One earlier message of a chat conversation."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings", frozen=True)
 
     role: Literal["system", "user", "assistant"]
     content: str
@@ -56,7 +56,7 @@ class CompletionRequest(BaseModel):
     """One request. For ``api="chat"`` the prompt becomes the last user message, after
     ``messages`` (the conversation so far; none for a one-shot prompt)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
     request_id: str
     api: Api = "completions"
@@ -89,7 +89,7 @@ class CompletionRequest(BaseModel):
 class TokenAlternative(BaseModel):
     """One token the server listed among a position's likeliest."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
     token: str
     logprob: float
@@ -98,7 +98,7 @@ class TokenAlternative(BaseModel):
 class TokenChoice(BaseModel):
     """One generated token with its logprob and the top alternatives the server returned."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
     token: str
     logprob: float
@@ -115,7 +115,7 @@ class TokenChoice(BaseModel):
 class ChoiceText(BaseModel):
     """A choice past the first of a request that asked for several (``n`` > 1)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
     index: int = Field(description="Its index, as the server numbered it.")
     text: str = ""
@@ -125,7 +125,7 @@ class ChoiceText(BaseModel):
 class RequestRecord(BaseModel):
     """What happened to one request. Times are ``time.perf_counter()`` seconds."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
     request_id: str
     started_at: float

@@ -64,13 +64,16 @@ Fault = Literal[
     "oversize_hang",
 ]
 FaultWhen = Literal[
-    "always", "concurrent", "above", "join", "ragged", "early", "repeat", "params", "warmup"
+    "always", "concurrent", "above", "join", "ragged", "early", "repeat", "params", "warmup",
+    "crowd",
 ]
 # The faults the early trigger can apply mid-reply, from the departure on (the others need
 # the whole reply still ahead: a status code, a first chunk, another row's parameters).
 LateFault = Literal["corrupt", "finish_error", "truncated_stream", "clean_stop"]
 LogprobsFormat = Literal["openai", "llama_cpp", "none"]
-# What a warm-up request's prompt starts with (batchprobe.probe.arm's side requests).
+# Requests in flight, at least, that the crowd trigger needs.
+CROWD = 3
+# What a warm-up request's prompt starts with (batchprobe.send.arm's side requests).
 WARMUP_PREFIX = "[warm-up"
 LATE_FAULTS: tuple[str, ...] = LateFault.__args__  # type: ignore[attr-defined]
 
@@ -163,7 +166,14 @@ class FakeServerConfig(BaseModel):
     clean_stop),
     ``repeat`` (its prompt equals, or shares an 80% prefix with, another of the busy period)
     and ``params`` (another in flight has other sampling parameters). ``warmup``: only
-    requests whose prompt starts with ``[warm-up`` (the probe's warm-up requests)."""
+    requests whose prompt starts with ``[warm-up`` (the probe's warm-up requests).
+    ``crowd``: only requests that arrive while at least ``CROWD`` requests, the arriving one
+    included, are in flight, and their prompts span more than 2x in length (one is longer
+    than the rest): the smallest wave that sets it off is three requests."""
+
+    fault_every: int = Field(default=1, ge=1)
+    """The fault fires only in every ``fault_every``-th busy period (from idle to idle): a
+    wave replayed ``fault_every`` times shows it once (a flaky failure)."""
 
     fault_above: int = Field(default=1, ge=0)
     """With ``fault_when="above"``: the fault hits requests that arrive while more than this

@@ -20,7 +20,7 @@ from typing import Literal, TypeVar
 from aiohttp import web
 
 from batchprobe.fake import _triggers
-from batchprobe.fake._config import ABORT_FAULTS, WARMUP_PREFIX, FakeServerConfig
+from batchprobe.fake._config import ABORT_FAULTS, CROWD, WARMUP_PREFIX, FakeServerConfig
 from batchprobe.fake._model import checkable
 from batchprobe.fake._pool import KvPool, PoolCut
 from batchprobe.fake._requests import GenRequest, Sampling
@@ -88,6 +88,8 @@ class ServerState:
         self._inflight: dict[int, Flight] = {}
         # The busy period: every request since the server was last idle, in arrival order.
         self._period: list[Flight] = []
+        self._periods = 0
+        """Busy periods begun so far (``fault_every``)."""
         # The same requests filed by their prompt's head (see _triggers.HEAD).
         self._period_heads: dict[str, list[Flight]] = {}
         self._next_seq = 0
@@ -140,6 +142,8 @@ class ServerState:
         its departure from the batch, however the reply ended. ``connection``: its client's,
         whose close (a hang-up) takes it out of the load a later arrival sees."""
         self._notice_hang_ups()
+        if not self._inflight:
+            self._periods += 1
         self._unfinished += 1
         hung_up = self._hung_up_unfinished()
         flight = Flight(
@@ -271,6 +275,8 @@ class ServerState:
             return False
         if config.fault == "flip_once" and (self.flipped or not checkable(flight.gen, flight.code)):
             return False
+        if self._periods % config.fault_every:
+            return False
         return self._when(flight)
 
     def _when(self, flight: Flight) -> bool:
@@ -299,6 +305,8 @@ class ServerState:
             return self._samplings[flight.gen.sampling] < len(self._inflight)
         if when == "warmup":
             return flight.gen.prompt.startswith(WARMUP_PREFIX)
+        if when == "crowd":
+            return len(self._inflight) >= CROWD and _triggers.ragged(self._lengths)
         return False
 
     def beside(self, flight: Flight) -> list[Flight]:

@@ -26,14 +26,13 @@ from dataclasses import dataclass, field
 from batchprobe.judge.answers import passed, refused, tokens
 from batchprobe.results.arms import ArmResult
 from batchprobe.results.sessions import SessionResult
+from batchprobe.workload.shapes.params import COMPARED_ROLES
 
 # References of wrong answers asked for in the first round, per class.
 PER_CLASS = 3
 # The seeded sample's counting prompts of the burst (the serial throughput baseline: decode
 # tokens per second alone); the rest of it is one item per step and per shape.
 SAMPLE_DECODE = 4
-# The greedy rows the divergence test compares (params' roles).
-COMPARED_ROLES = frozenset({"open", "control"})
 
 
 def is_reference(index: int, arm: ArmResult) -> bool:

@@ -40,7 +40,7 @@ SPECIALS = ["<s>", "</s>", "<unk>", "<|system|>", "<|user|>", "<|assistant|>"]
 CHARS = [chr(c) for c in range(32, 127)] + ["\n", "\t"]
 KEYS = ["ACCESS_CODE=", "DOOR_CODE=", "VAULT_CODE=", "GATE_CODE="]
 ASKS = ["ACCESS_CODE?", "DOOR_CODE?", "VAULT_CODE?", "GATE_CODE?", "Count upwards from "]
-# The words the params shape's bias rows force (batchprobe.probe.discover.BIAS_WORDS), one
+# The words the params shape's bias rows force (batchprobe.send.discover.BIAS_WORDS), one
 # token each so a logit bias can force one; nothing else ever writes them.
 BIAS_WORDS = [" apple", " river", " garden", " silver", " yellow", " window", " orange", " music"]
 VOCAB = SPECIALS + CHARS + KEYS + ASKS + BIAS_WORDS

@@ -6,8 +6,7 @@ from __future__ import annotations
 from pydantic import JsonValue
 
 from batchprobe.probe.endpoint import CacheControl
-from batchprobe.results.models import ArmResult, ArmSpec, RunConfig
-from batchprobe.results.shapes import ShapeStatus
+from batchprobe.results.models import ArmSpec, RunConfig
 
 _SWITCH = "cache_prompt"
 # The shapes whose plans ask for the prefix cache (ShapePlan.prefix_cache).
@@ -49,26 +48,3 @@ def cache_policy(
             )
         return dict(cold_body), "off (fresh server per arm)", "off (engine launched without it)"
     return dict(cold_body), "not controlled (no per-request switch)", "the server's default"
-
-
-def cache_notes(arms: list[ArmResult]) -> list[str]:
-    """For the verdict: which arm's waves ran with a prefix cache, and what it reported."""
-    notes = []
-    for arm in arms:
-        for wave in arm.waves:
-            if wave.prefix_cache.startswith("on"):
-                reported = (
-                    f"{wave.cached_prompt_tokens} cached prompt tokens reported"
-                    if wave.cached_prompt_tokens is not None
-                    else "no cached token counts reported"
-                )
-                notes.append(
-                    f"arm {arm.spec.name}: wave {wave.shape} ran with the prefix cache "
-                    f"{wave.prefix_cache}: {reported}; every other wave ran cold"
-                )
-    return notes
-
-
-def skipped_shapes(shapes: list[ShapeStatus]) -> list[str]:
-    skipped = [f"{s.shape} ({s.reason})" for s in shapes if not s.ran and s.reason != "not in --shapes"]
-    return [f"shapes skipped: {'; '.join(skipped)}"] if skipped else []

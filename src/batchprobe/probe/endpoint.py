@@ -31,6 +31,8 @@ class EngineProcess:
     exit_code: Callable[[float], int | None]
     """The exit status, waiting up to that many seconds; None while it runs."""
     log_tail: Callable[[], str]
+    argv: tuple[str, ...] = ()
+    """The command line it was launched with."""
 
 
 @dataclass(frozen=True)

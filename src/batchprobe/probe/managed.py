@@ -116,6 +116,7 @@ class EngineProvider:
                 launch_token=engine.launch_token,
                 exit_code=engine.exit_code,
                 log_tail=engine.log_tail,
+                argv=tuple(engine.argv),
             ),
         )
 

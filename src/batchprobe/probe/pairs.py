@@ -14,11 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from batchprobe.client import Completer
-from batchprobe.probe.arm import ArmContext
-from batchprobe.probe.cpu import CpuMeter
 from batchprobe.probe.metrics import arm_metrics
 from batchprobe.probe.stats import ratio_interval
-from batchprobe.probe.waves import run_mixed_wave
 from batchprobe.results.models import ArmResult, ArmSpec, RunConfig, SessionResult
 from batchprobe.results.throughput import (
     PairedThroughput,
@@ -27,6 +24,9 @@ from batchprobe.results.throughput import (
     ThroughputPair,
     WindowKind,
 )
+from batchprobe.send.arm import ArmContext
+from batchprobe.send.cpu import CpuMeter
+from batchprobe.send.waves import run_mixed_wave
 from batchprobe.workload.decode import build_decode_items
 from batchprobe.workload.shapes import Send, ShapeContext, ShapePlan
 

@@ -17,10 +17,7 @@ from typing import TYPE_CHECKING
 from batchprobe.client import OpenAIClient
 from batchprobe.client.types import ErrorKind
 from batchprobe.errors import EngineStalled, EngineUnreachable
-from batchprobe.probe.arm import generates, warm_up
-from batchprobe.probe.clients import arm_client
 from batchprobe.probe.endpoint import Endpoint, server_lost
-from batchprobe.probe.load import InFlight, gauge
 from batchprobe.probe.metrics import arm_metrics
 from batchprobe.probe.pool import (
     LEAST_OVER,
@@ -29,11 +26,14 @@ from batchprobe.probe.pool import (
     stated_pool,
     wave_size,
 )
-from batchprobe.probe.waves import run_mixed_wave
 from batchprobe.results.arms import ArmResult, ArmSpec
+from batchprobe.results.items import WorkItem
 from batchprobe.results.pool import KvPool, Oversize, PoolPressure
 from batchprobe.results.sessions import refused_up_front
-from batchprobe.workload.items import WorkItem
+from batchprobe.send.arm import generates, warm_up
+from batchprobe.send.clients import arm_client
+from batchprobe.send.load import InFlight, gauge
+from batchprobe.send.waves import run_mixed_wave
 from batchprobe.workload.pressure import NAME, oversize_item, pressure_items
 from batchprobe.workload.shapes import Send, ShapePlan
 
@@ -50,7 +50,18 @@ class PressureWave:
 
     def __init__(self, run: ProbeRun) -> None:
         self.run = run
-        self.not_run: str | None = None
+        self.not_run = None
+
+    @property
+    def not_run(self) -> str | None:
+        record = self.run.report.sweep_run
+        return record.pressure_not_run if record is not None else None
+
+    @not_run.setter
+    def not_run(self, why: str | None) -> None:
+        """Kept in the sweep's record, which the final pass reads."""
+        if self.run.report.sweep_run is not None:
+            self.run.report.sweep_run.pressure_not_run = why
 
     def launch(self) -> None:
         run, cfg = self.run, self.run.config

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from batchprobe.judge.references import Wanted, more, references, wanted
 from batchprobe.results.arms import ArmResult
-from batchprobe.workload.items import WorkItem
+from batchprobe.results.items import WorkItem
 from batchprobe.workload.shapes import ShapePlan
 
 

@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from batchprobe.client import OpenAIClient
 from batchprobe.judge.judge import replay_candidates, wrong_again
 from batchprobe.judge.references import references
-from batchprobe.probe.arm import ArmContext
-from batchprobe.probe.waves import run_mixed_wave, run_waves
 from batchprobe.results.arms import ArmResult, ArmSpec
 from batchprobe.results.thresholds import Thresholds
+from batchprobe.send.arm import ArmContext
+from batchprobe.send.waves import run_mixed_wave, run_waves
 from batchprobe.workload.shapes import ShapePlan
 
 # Serial references sent alone again when flips remain (per arm).

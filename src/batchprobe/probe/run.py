@@ -24,30 +24,25 @@ from batchprobe.errors import (
     EngineStalled,
     EngineUnreachable,
 )
-from batchprobe.judge.compare import compare
+from batchprobe.judge.final import baseline, comparisons, final_pass
 from batchprobe.judge.judge import judge, judge_arm
 from batchprobe.judge.references import references
-from batchprobe.judge.throughput import history
-from batchprobe.judge.verdict import decide, recall_floor
-from batchprobe.probe.arm import ArmContext, generates, warm_up
-from batchprobe.probe.cache import cache_notes, cache_policy, launch_spec, skipped_shapes
-from batchprobe.probe.clients import arm_client, auto_procs, client_health, client_limit
+from batchprobe.judge.score import plant, score
+from batchprobe.judge.steps import client_limit
+from batchprobe.probe.cache import cache_policy, launch_spec
 from batchprobe.probe.endpoint import Endpoint, EndpointProvider, engine_died, server_lost
 from batchprobe.probe.interrupts import Interrupts, signals_as_interrupt
-from batchprobe.probe.items import Plans, build_plans
-from batchprobe.probe.metrics import arm_metrics, situations
+from batchprobe.probe.metrics import arm_metrics
 from batchprobe.probe.pressure import PressureWave
 from batchprobe.probe.references import ReferenceRounds
 from batchprobe.probe.replay import replay_wrong
 from batchprobe.probe.status import status_for
-from batchprobe.probe.sweep import envelope
 from batchprobe.probe.sweep_run import Sweep
-from batchprobe.probe.waves import run_waves
 from batchprobe.results.client import ClientHealth
 from batchprobe.results.diagnosis import Diagnosis
-from batchprobe.results.findings import Finding, FindingKind, Judged, Severity
+from batchprobe.results.findings import Finding, Judged
+from batchprobe.results.items import Sending, WorkItem
 from batchprobe.results.models import (
-    ArmComparison,
     ArmResult,
     ArmSpec,
     Environment,
@@ -57,8 +52,11 @@ from batchprobe.results.models import (
     SessionResult,
     Status,
 )
-from batchprobe.results.sweep import Envelope, StopRule, SweepStop
 from batchprobe.results.writer import write_report
+from batchprobe.send.arm import ArmContext, generates, warm_up
+from batchprobe.send.clients import arm_client, auto_procs, client_health
+from batchprobe.send.items import Plans, build_plans
+from batchprobe.send.waves import run_waves
 from batchprobe.workload.haystack import DEFAULT_CHARS_PER_TOKEN
 from batchprobe.workload.shapes import ShapePlan
 from batchprobe.workload.shapes.params import TOP_LOGPROBS
@@ -179,10 +177,20 @@ class ProbeRun:
         return OpenAIClient(ep.base_url, timeouts=timeouts, request_ids=ep.request_ids)
 
     def plant(self, plans: list[ShapePlan]) -> None:
-        """Items built after the context (a bisection step): their needles and counts join
-        the launch's, so cross-talk from any of them is named."""
-        if self.ctx is not None:
-            self.ctx.plant(plans)
+        """Every item built (the plan's, a bisection step's, the pressure wave's): their
+        needles and counts join the run's, so cross-talk from any of them is named."""
+        plant(self.report.planted, (i for p in plans for i in p.items))
+
+    def _record(self, session: SessionResult, item: WorkItem, planned: WorkItem) -> None:
+        """A session came back: its request (and a later turn's plan) joins the verdict
+        file, its answer is scored."""
+        if session.item is not None:
+            self.report.items.setdefault(session.item, item)
+        if planned != item:
+            session.planned = planned.key()
+            self.report.items.setdefault(session.planned, planned)
+        plant(self.report.planted, [item])
+        score(session, item, self.report.planted)
 
     async def _build_context(self, client: OpenAIClient, props: JsonValue | None) -> ArmContext:
         cfg = self.config
@@ -206,8 +214,13 @@ class ProbeRun:
                 else None
             ),
             on_session=self._on_session,
+            record=self._record,
         )
-        ctx.plant(plans.plans)
+        self.plant(plans.plans)
+        self.report.sending = Sending(
+            extra_body=dict(extra), logprobs=ctx.logprobs,
+            reference_logprobs=ctx.reference_logprobs, request_seed=ctx.request_seed,
+        )
         self.listener.plan_ready(self._summary(plans))
         return ctx
 
@@ -289,11 +302,11 @@ class ProbeRun:
             self.config.seed, every=self.config.references == "every",
         )
         self.run_arm(spec, rounds)
-        env = self.report.envelope
-        if env is not None:
-            env.reference_sample = sorted(rounds.sample)
-            env.references_asked = len(rounds.asked)
-            env.notes.append(
+        record = self.report.sweep_run
+        if record is not None:
+            record.reference_sample = sorted(rounds.sample)
+            record.references_asked = len(rounds.asked)
+            record.notes.append(
                 f"references: {len(rounds.asked)} item(s) sent alone after the sweep (a seeded "
                 f"sample of {len(rounds.sample)}, the wrong or short answers, the compared "
                 "greedy rows without logprobs)"
@@ -386,94 +399,31 @@ class ProbeRun:
                 arm.state = "interrupted" if status is Status.INTERRUPTED else "failed"
             if arm.metrics is None and arm.sessions:
                 arm.metrics = arm_metrics(arm.sessions, 0.0)
-        report.comparisons = self._comparisons()
+        report.comparisons = comparisons(report.arms)
         _warnings(report)
-        self.judge(status)
+        self.judge()
         report.finished_at = _now()
         self.save()
         self.listener.judged(report)
 
     def judgement(self) -> tuple[list[Finding], list[Judged]]:
         """The run's findings as they stand (the final pass makes them again at the end)."""
-        judged = judge(self.report.arms, self._comparisons(), self.config.thresholds)
+        judged = judge(self.report.arms, comparisons(self.report.arms), self.config.thresholds)
         return judged.findings, judged.judged
 
-    def _comparisons(self) -> list[ArmComparison]:
-        """Every arm after the first against the baseline (none without one)."""
-        base = self.baseline()
-        return [compare(a, base) for a in self.report.arms[1:]] if base else []
-
     def baseline(self) -> ArmResult | None:
-        first = self.report.arms[0] if self.report.arms else None
-        return first if first is not None and first.spec.role in ("arm", "reference") else None
+        return baseline(self.report.arms)
 
     def _findings_of(self, arm: ArmResult) -> list[Finding]:
         refs = references(self.report.arms)
         return judge_arm(arm, arm.spec.role == "reference", refs, self.config.thresholds).findings
 
-    def judge(self, status: Status) -> None:
-        """The findings, once; then every view of them: each sweep step's record and the
-        envelope (the final pass), and the verdict."""
-        report, t = self.report, self.config.thresholds
-        judgement = judge(report.arms, report.comparisons, t)
-        judgement.findings += _not_run(report, status)
-        report.findings, report.judged = judgement.findings, judgement.judged
+    def judge(self) -> None:
+        """The final pass, once, from what the verdict file holds (``judge.final``); then the
+        known issues its hard findings name."""
+        final_pass(self.report)
         self.add_diagnoses(self.provider.explain_findings(
-            [f"{f.kind.value}: {f.message}" for f in judgement.findings if f.hard]))
-        sweep = self.sweep
-        if sweep is not None and sweep.steps:
-            sweep.finalize(self.baseline(), judgement.findings, judgement.judged)
-            stop = sweep.stop or SweepStop(
-                rule=StopRule.STOPPED_EARLY, detail=f"the run stopped: {status.value}"
-            )
-            kept = report.envelope
-            report.envelope = envelope(self.baseline(), sweep.steps, sweep.notes,
-                                       sweep.throughput)
-            judgement.findings += history(report.envelope, t)
-            if kept is not None:
-                report.envelope.reference_sample = kept.reference_sample
-                report.envelope.references_asked = kept.references_asked
-            report.envelope.stop = _final_stop(stop, report.envelope)
-        base = self.baseline()
-        floor = recall_floor(base, t, report.envelope) if base is not None else None
-        judgement.findings += [floor] if floor is not None else []
-        report.verdict = decide(
-            status, report.arms, report.comparisons, t, report.envelope, self.config.sweep,
-            judgement,
-        )
-        report.verdict.reasons += cache_notes(report.arms) + skipped_shapes(report.shapes)
-        planned = self.sweep is not None
-        report.situations = situations(
-            report.arms, self.pressure.not_run if self.pressure is not None else
-            "the run stopped before it" if planned else "runs after a sweep only")
-        if planned or report.situations.aborts or report.situations.not_checked:
-            report.verdict.reasons.append(report.situations.describe())
-
-
-def _final_stop(stop: SweepStop, env: Envelope) -> SweepStop:
-    """A sweep that ran its plan but whose final pass fails a step stopped there: the
-    envelope's first failing depth, not the plan's end."""
-    if stop.rule is StopRule.PLAN_END and env.first_failing_n is not None:
-        failing = env.step(env.first_failing_n)
-        return SweepStop(
-            rule=StopRule.ERRORS if failing is not None and set(failing.hard_kinds) <= {"error"}
-            else StopRule.INCORRECT,
-            at_n=env.first_failing_n,
-            detail="; ".join(failing.reasons[:2]) if failing is not None else "",
-        )
-    return stop
-
-
-def _not_run(report: Report, status: Status) -> list[Finding]:
-    """Planned arms that never started: a failure when the engine failed, else not judged."""
-    ran = {a.spec.name for a in report.arms}
-    severity: Severity = "info" if status in (Status.INTERRUPTED, Status.OK) else "hard"
-    return [
-        Finding(arm=spec.name, kind=FindingKind.NOT_RUN, severity=severity,
-                message=f"never ran (the run ended: {status.value})")
-        for spec in report.config.arms
-        if spec.name not in ran
-    ]
+            [f"{f.kind.value}: {f.message}" for f in self.report.findings if f.hard]))
 
 
 def _warnings(report: Report) -> None:

@@ -7,30 +7,30 @@ import dataclasses
 import datetime as dt
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from batchprobe.client import OpenAIClient
 from batchprobe.client.types import RequestError
 from batchprobe.errors import EngineStalled, EngineUnreachable
-from batchprobe.judge.compare import compare
+from batchprobe.judge.final import final_steps
 from batchprobe.judge.judge import judge_arm, replay_candidates
 from batchprobe.judge.references import references
-from batchprobe.probe.arm import ArmContext, generates, warm_up
+from batchprobe.judge.steps import envelope, failure_rule, knee, step_record
 from batchprobe.probe.cache import cache_policy, launch_spec
-from batchprobe.probe.clients import arm_client, client_health
-from batchprobe.probe.cpu import CpuMeter
 from batchprobe.probe.endpoint import Endpoint, server_lost
-from batchprobe.probe.load import InFlight, LoadSampler
 from batchprobe.probe.metrics import arm_metrics
 from batchprobe.probe.pairs import PairRunner, pair_plan
 from batchprobe.probe.replay import replay_wrong
-from batchprobe.probe.sweep import envelope, failure_rule, knee, predicted_s, serial_s, step_record
-from batchprobe.probe.waves import run_mixed_wave, run_waves
+from batchprobe.probe.sweep import predicted_s
 from batchprobe.results.arms import ArmResult, ArmSpec
-from batchprobe.results.findings import Finding, FindingKind, Judged
-from batchprobe.results.sweep import StopRule, SweepStep, SweepStop
+from batchprobe.results.findings import Finding, Judged
+from batchprobe.results.sweep import StepRun, StopRule, SweepRun, SweepStep, SweepStop
 from batchprobe.results.throughput import PairedThroughput
+from batchprobe.send.arm import ArmContext, generates, warm_up
+from batchprobe.send.clients import arm_client, client_health
+from batchprobe.send.cpu import CpuMeter
+from batchprobe.send.load import InFlight, LoadSampler
+from batchprobe.send.waves import run_mixed_wave, run_waves
 from batchprobe.workload.shapes import ShapePlan
 
 if TYPE_CHECKING:
@@ -46,17 +46,6 @@ def _now() -> str:
 def _last(arms: list[ArmResult]) -> ArmResult | None:
     """The arm under way when the server was lost (none before the sweep's first step)."""
     return arms[-1] if arms else None
-
-
-@dataclass
-class _StepRun:
-    """What the final pass needs of a step besides its arm: its plans (replays), its mixed
-    wave's wall time and where that wave starts among its sessions, its references."""
-
-    plans: StepPlans
-    mixed_wall: float
-    before: int
-    references_note: str
 
 
 # How long a server may take to stop requests after a step, in its longest request's time.
@@ -85,12 +74,24 @@ class Sweep:
         self.run = run
         self.config = run.config
         self.steps: list[SweepStep] = []
-        self.stop: SweepStop | None = None
-        self.notes: list[str] = []
+        """Each step as the judge could call it when it ended (the stop rule reads them);
+        the final pass makes them again from the record."""
+        self.record = run.report.sweep_run = SweepRun(pressure_not_run="the run stopped before it")
+        """What the sweep did, in the verdict file: the final pass judges from it."""
+        self.notes: list[str] = self.record.notes
+        self.throughput: list[PairedThroughput] = self.record.throughput
         self.warm_up_error: RequestError | None = None
-        self.records: dict[str, _StepRun] = {}
+        self.plans_of: dict[str, StepPlans] = {}
+        """Each step's plans, for its replays."""
         self.spec: ArmSpec | None = None
-        self.throughput: list[PairedThroughput] = []
+
+    @property
+    def stop(self) -> SweepStop | None:
+        return self.record.stop
+
+    @stop.setter
+    def stop(self, stop: SweepStop | None) -> None:
+        self.record.stop = stop
 
     def launch(self) -> None:
         depths = self.config.sweep or []
@@ -283,34 +284,6 @@ class Sweep:
                 found += judge_arm(other, True, refs, self.config.thresholds).findings
         return found, one.judged, one.awaiting
 
-    def finalize(self, baseline: ArmResult | None, findings: list[Finding],
-                 judged: list[Judged]) -> None:
-        """The final pass: every step's record from the run's final findings (a finding
-        belongs to a step by its arm, or by a session the step sent), and its speedup over
-        the baseline the references measured."""
-        arms = {a.spec.name: a for a in self.run.report.arms}
-        refs = [a for a in self.run.report.arms if a.spec.role == "reference"]
-        steps = []
-        for step in self.steps:
-            arm, record = arms[step.arm], self.records[step.arm]
-            mine = {s.session for s in arm.sessions}
-            own = [
-                f for f in findings
-                if f.arm in (step.arm, f"references@{step.n}") or (
-                    f.arm not in {r.spec.name for r in refs} and mine & set(f.sessions)
-                    and f.kind is not FindingKind.NOT_JUDGED
-                )
-            ]
-            counts = [j for j in judged if j.arm == step.arm]
-            alone = serial_s(arm.sessions[record.before:], refs)
-            mixed = alone / record.mixed_wall if alone is not None and record.mixed_wall > 0 else None
-            steps.append(step_record(
-                arm, compare(arm, baseline) if baseline is not None else None, mixed,
-                (own, counts), self.config, step.server_load, step.engine_rss_peak_mb,
-                step.kind, record.references_note,
-            ))
-        self.steps = steps
-
     async def _step(
         self, client: OpenAIClient, ep: Endpoint, ctx: ArmContext, spec: ArmSpec, n: int,
         plans: StepPlans, kind: str,
@@ -333,16 +306,20 @@ class Sweep:
             waves = [[plans[0]]] if plans[0] is not None else []
             await replay_wrong(client, arm, ctx, run.report.arms, self.config.thresholds,
                                [*waves, plans[1]], mixed=True)
-        self.records[arm.spec.name] = _StepRun(plans, mixed_wall, before, note)
+        self.plans_of[arm.spec.name] = plans
         arm.server_alive_after = await generates(client, arm.spec.name, step_ctx)
         if ep.is_alive is not None and not ep.is_alive():
             arm.server_alive_after = False
         arm.state = "done"
         found, counts, awaiting = self._judge(arm)
         run.listener.arm_finished(arm, found, len(awaiting))
+        record = StepRun(n=n, arm=arm.spec.name, kind="bisect" if kind == "bisect" else "sweep",
+                         references=note, mixed_wall_s=mixed_wall, mixed_from=before,
+                         server_load=sampler.server_load(), engine_rss_peak_mb=sampler.rss_peak_mb)
+        self.record.steps.append(record)
         step = step_record(
-            arm, None, None, (found, counts), self.config, sampler.server_load(),
-            sampler.rss_peak_mb, kind, note,
+            arm, None, None, (found, counts), self.config, record.server_load,
+            record.engine_rss_peak_mb, record.kind, note,
         )
         if not step.hard_kinds and awaiting:
             step = step.model_copy(update={
@@ -360,10 +337,10 @@ class Sweep:
         """Replay the waves of every step holding a wrong answer whose reference passed."""
         t = self.config.thresholds
         for arm in self.run.report.arms:
-            record = self.records.get(arm.spec.name)
-            if record is None or arm.replays or not replay_candidates(arm, self.run.report.arms, t):
+            plans = self.plans_of.get(arm.spec.name)
+            if plans is None or arm.replays or not replay_candidates(arm, self.run.report.arms, t):
                 continue
-            throughput, mixed = record.plans
+            throughput, mixed = plans
             waves = [[throughput]] if throughput is not None else []
             self.run.listener.phase(f"replays of {arm.spec.name}", 0)
             await replay_wrong(client, arm, ctx, self.run.report.arms, t, [*waves, mixed],
@@ -395,7 +372,7 @@ class Sweep:
         one below it and depths between: the stop there, for a bisection."""
         if self.stop is None or self.stop.rule is not StopRule.PLAN_END:
             return None
-        self.finalize(self.run.baseline(), findings, judged)
+        self.steps = final_steps(self.run.report, findings, judged)
         failing = min((s.n for s in self.steps if s.correct is False), default=None)
         if failing is None:
             return None
@@ -424,6 +401,6 @@ class Sweep:
         t = self.config.thresholds
         arms = self.run.report.arms
         return any(
-            replay_candidates(a, arms, t) for a in arms if a.spec.name in self.records
+            replay_candidates(a, arms, t) for a in arms if a.spec.name in self.plans_of
             and not a.replays
         )

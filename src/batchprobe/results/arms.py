@@ -14,7 +14,7 @@ from batchprobe.results.shapes import WaveResult
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
 
 class ArmSpec(_Model):

@@ -17,7 +17,7 @@ BISECT_SCHEMA_VERSION: Literal["1.0"] = "1.0"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
 
 class Criterion(str, Enum):

@@ -11,7 +11,7 @@ from batchprobe.client._lag import LoopLag
 
 
 class ClientHealth(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
     procs: int = Field(description="Client processes that sent the arm's requests.")
     connections: Literal["reuse", "fresh"] = Field(

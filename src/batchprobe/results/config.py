@@ -22,7 +22,7 @@ PromptStyle = Literal["completion", "chat"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
 
 class RunConfig(_Model):

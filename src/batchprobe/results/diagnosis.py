@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class Diagnosis(BaseModel):
     """One known issue (or an unknown failure) matched against the evidence."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
     issue_id: str = Field(description="Stable id, e.g. 'vllm-mlx-gemma4-shared-kv'; 'unknown' else.")
     title: str

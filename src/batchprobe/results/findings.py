@@ -24,7 +24,7 @@ from batchprobe.client.types import ErrorKind
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
 
 class FindingKind(str, Enum):

@@ -2,7 +2,9 @@
 
 The models live by pipeline stage: the run's configuration (``config``), each request
 (``sessions``), each arm or sweep step (``arms``), the judgement (``findings``), the sweep's
-envelope (``sweep``); this module holds the verdict file itself and re-exports the rest.
+envelope (``sweep``), every request as sent (``items``); this module holds the verdict file
+itself and re-exports the rest. A float that is not finite (a one-pair interval's unbounded
+end) is written as the string "Infinity" or "NaN", so every file written reads back.
 """
 
 from __future__ import annotations
@@ -30,11 +32,12 @@ from batchprobe.results.config import (
 )
 from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.findings import Finding, Judged
+from batchprobe.results.items import Planted, Sending, WorkItem
 from batchprobe.results.sessions import SessionOutcome, SessionResult
 from batchprobe.results.shapes import ShapeStatus, Situations
-from batchprobe.results.sweep import Envelope
+from batchprobe.results.sweep import Envelope, SweepRun
 
-SCHEMA_VERSION: Literal["3.5"] = "3.5"
+SCHEMA_VERSION: Literal["4.0"] = "4.0"
 
 __all__ = [
     "MAX_DEPTH",
@@ -62,7 +65,7 @@ __all__ = [
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
 
 class Status(str, Enum):
@@ -142,7 +145,7 @@ class RunError(_Model):
 class Report(_Model):
     """The verdict file."""
 
-    schema_version: Literal["3.5"] = SCHEMA_VERSION
+    schema_version: Literal["4.0"] = SCHEMA_VERSION
     run_id: str = Field(description="The run nonce planted in every prompt.")
     status: Status = Status.RUNNING
     started_at: str
@@ -171,6 +174,16 @@ class Report(_Model):
     )
     judged: list[Judged] = Field(
         default_factory=list, description="How many answers each check judged, per arm and shape."
+    )
+    items: dict[str, WorkItem] = Field(
+        default_factory=dict,
+        description="Every request as it was sent, by key (sessions name theirs): with "
+        "``planted`` and ``sweep_run``, all the judge reads besides the answers.",
+    )
+    planted: Planted = Field(default_factory=Planted)
+    sending: Sending = Field(default_factory=Sending)
+    sweep_run: SweepRun | None = Field(
+        default=None, description="What the sweep did, before judgement (its steps, its stop)."
     )
 
     def arm(self, name: str) -> ArmResult | None:

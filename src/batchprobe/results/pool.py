@@ -10,7 +10,7 @@ Oversize = Literal["refused", "answered", "hung", "not sent"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
 
 class KvPool(_Model):

@@ -21,7 +21,7 @@ Workload = Literal["recall", "decode"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
 
 class SessionOutcome(str, Enum):
@@ -50,6 +50,14 @@ class SessionResult(_Model):
         default=False,
         description="The client hung up mid-stream on purpose (the aborts shape): a partial "
         "answer, not judged; its retry and its neighbours are.",
+    )
+    item: str | None = Field(
+        default=None, description="Its key in the report's items: the request as it was sent."
+    )
+    planned: str | None = Field(
+        default=None,
+        description="A later conversation turn: its key in the report's items as planned, "
+        "before it was built from the turn before as that was sent and answered.",
     )
     prompt_head: str = Field(default="", description="The first characters of the prompt.")
     expected_code: str | None = Field(default=None, description="recall: this session's needle")

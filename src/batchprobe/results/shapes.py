@@ -15,7 +15,7 @@ MAX_DEPARTURES = 8
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
 
 class SelfCheck(_Model):

@@ -16,7 +16,7 @@ from batchprobe.results.throughput import PairedThroughput, SpeedupInterval
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
 
 
 class StopRule(str, Enum):
@@ -159,3 +159,30 @@ class Envelope(_Model):
 
     def step(self, n: int) -> SweepStep | None:
         return next((s for s in self.steps if s.n == n), None)
+
+
+class StepRun(_Model):
+    """What a sweep step did, before any judgement: the final pass makes its ``SweepStep``."""
+
+    n: int
+    arm: str
+    kind: Literal["sweep", "bisect"] = "sweep"
+    references: str = Field(description="Where the serial references of its items came from.")
+    mixed_wall_s: float = Field(description="Wall time of its mixed wave (after the throughput phase).")
+    mixed_from: int = Field(description="Index of the mixed wave's first session in the arm's sessions.")
+    server_load: ServerLoad | None = None
+    engine_rss_peak_mb: float | None = None
+
+
+class SweepRun(_Model):
+    """What the sweep did, as the run left it: the final pass judges the envelope from it."""
+
+    steps: list[StepRun] = Field(default_factory=list, description="In the order they ran.")
+    stop: SweepStop | None = Field(default=None, description="Why the sweep stopped, as it ran.")
+    notes: list[str] = Field(default_factory=list)
+    throughput: list[PairedThroughput] = Field(default_factory=list)
+    reference_sample: list[int] = Field(default_factory=list)
+    references_asked: int = 0
+    pressure_not_run: str | None = Field(
+        default=None, description="Why no wave went past the KV pool (None: one did, or no sweep)."
+    )

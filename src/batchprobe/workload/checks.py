@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from itertools import accumulate
 
 from batchprobe.client.types import ChoiceText
+from batchprobe.results.items import CountSpec, WorkItem
 from batchprobe.results.shapes import SelfCheck
 from batchprobe.workload.constraints import check_constraint
 from batchprobe.workload.decode import SHOWN
-from batchprobe.workload.items import CountSpec, WorkItem
 from batchprobe.workload.scoring import normalise_answer
 
 _NUMBER = re.compile(r"\d+")

@@ -10,13 +10,12 @@ neighbour's JSON schema).
 from __future__ import annotations
 
 import json
-from typing import Literal
 
 from pydantic import JsonValue
 
+from batchprobe.results.items import Constraint
 from batchprobe.results.shapes import SelfCheck
 
-Constraint = Literal["json_schema", "grammar"]
 CONSTRAINTS: tuple[Constraint, ...] = ("json_schema", "grammar")
 ANSWERS = ("yes", "no")
 KEY = "answer"

@@ -10,7 +10,7 @@ new message as the next user message.
 from __future__ import annotations
 
 from batchprobe.client.types import ChatMessage
-from batchprobe.workload.items import WorkItem
+from batchprobe.results.items import WorkItem
 
 
 def continue_turn(item: WorkItem, previous: WorkItem, answer: str) -> WorkItem:

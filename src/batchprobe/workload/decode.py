@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from batchprobe.workload.items import Api, CountSpec, SamplingParams, WorkItem
+from batchprobe.results.items import Api, CountSpec, SamplingParams, WorkItem
 
 # How many numbers the prompt shows before the model takes over.
 SHOWN = 4

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import random
 
+from batchprobe.results.items import Api, WorkItem
 from batchprobe.workload.decode import counting_item, counting_prompt
 from batchprobe.workload.haystack import filler_lines
-from batchprobe.workload.items import Api, WorkItem
 from batchprobe.workload.recall import header
 
 NAME = "pressure"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
+from batchprobe.results.items import Api, WorkItem
 from batchprobe.workload.haystack import DEFAULT_CHARS_PER_TOKEN, filler_lines
-from batchprobe.workload.items import Api, WorkItem
 from batchprobe.workload.needle import NEEDLE_KEY, make_codes, needle_line
 
 _CHAT_QUESTION = (

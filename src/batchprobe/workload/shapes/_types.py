@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from batchprobe.workload.items import Api, WorkItem
+from batchprobe.results.items import Api, WorkItem
 from batchprobe.workload.needle import CODE_ALPHABET, CODE_LENGTH
 
 

@@ -21,8 +21,8 @@ one of them is cross-talk that names it.
 
 from __future__ import annotations
 
+from batchprobe.results.items import Turn, WorkItem
 from batchprobe.workload.decode import count_start, counting_item
-from batchprobe.workload.items import Turn, WorkItem
 from batchprobe.workload.recall import ending, recall_item
 from batchprobe.workload.shapes._types import (
     AfterFinish,

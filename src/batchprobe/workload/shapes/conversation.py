@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import random
 
+from batchprobe.results.items import Api, Turn, WorkItem
 from batchprobe.workload.decode import count_start, counting_item
 from batchprobe.workload.haystack import filler_lines
-from batchprobe.workload.items import Api, Turn, WorkItem
 from batchprobe.workload.needle import needle_line
 from batchprobe.workload.recall import ending
 from batchprobe.workload.shapes._types import Send, ShapeContext, ShapePlan

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
+from batchprobe.results.items import SamplingParams
 from batchprobe.workload.decode import count_start, counting_item
-from batchprobe.workload.items import SamplingParams
 from batchprobe.workload.shapes._types import Send, ShapeContext, ShapePlan
 
 SPAN = 8

@@ -7,10 +7,10 @@ import math
 from collections.abc import Sequence
 from typing import Literal
 
+from batchprobe.results.items import Api, Constraint, SamplingParams, WorkItem
 from batchprobe.workload import constraints
-from batchprobe.workload.constraints import CONSTRAINTS, Constraint
+from batchprobe.workload.constraints import CONSTRAINTS
 from batchprobe.workload.decode import count_start, counting_item, open_item
-from batchprobe.workload.items import Api, SamplingParams, WorkItem
 from batchprobe.workload.shapes._types import Send, ShapeContext, ShapePlan
 from batchprobe.workload.shapes.early import stop_after
 
@@ -35,6 +35,9 @@ ROLES: tuple[Role, ...] = (
     "open", "sampled", "choices", "bias", "penalty", "json_schema", "grammar", "stop", "greedy",
     "open", "sampled", "open", "open", "control", "control", "control", "control",
 )  # fmt: skip
+# The greedy rows the divergence test compares (each row's text must come from the very
+# prompt its wave sent: never a reference's nonce).
+COMPARED_ROLES = frozenset({"open", "control"})
 BIAS = 100.0
 # Strong enough that a count run with them breaks within a few numbers on a tokenizer that
 # splits digits (Gemma's, Llama's): each count repeats its space, comma and leading digits, and

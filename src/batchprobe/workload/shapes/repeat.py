@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import random
 
+from batchprobe.results.items import WorkItem
 from batchprobe.workload.haystack import filler_lines
-from batchprobe.workload.items import WorkItem
 from batchprobe.workload.needle import needle_line
 from batchprobe.workload.recall import ending, recall_item
 from batchprobe.workload.shapes._types import (

@@ -1,4 +1,4 @@
-"""One arm's shared context, its warm-up, and turning a request record into a scored session."""
+"""One arm's shared context, its warm-up, and turning a request record into a session."""
 
 from __future__ import annotations
 
@@ -11,11 +11,9 @@ from pydantic import JsonValue
 
 from batchprobe.client import Completer, OpenAIClient
 from batchprobe.client.types import Api, CompletionRequest, ErrorKind, RequestRecord
+from batchprobe.results.items import WorkItem
 from batchprobe.results.models import ArmResult, PromptStyle, SessionResult
 from batchprobe.results.thresholds import Thresholds
-from batchprobe.workload.checks import count_sources, count_window, self_check
-from batchprobe.workload.items import WorkItem
-from batchprobe.workload.scoring import score_recall
 from batchprobe.workload.shapes import ShapePlan
 
 _EXCERPT = 200
@@ -43,6 +41,11 @@ class ArmContext:
     nonce: str | None = None
     """Sent in place of the run id in every prompt (references to a URL: cold)."""
     on_session: Callable[[ArmResult, SessionResult], None] = lambda arm, s: None
+    """Progress: a session came back (the replays and the throughput pairs show none)."""
+    record: Callable[[SessionResult, WorkItem, WorkItem], None] = lambda s, item, planned: None
+    """Every session, with the request it was sent and the item as planned (they differ for
+    a later conversation turn): the run keeps them and scores the answer (the sending side
+    never judges)."""
 
     @property
     def items(self) -> list[WorkItem]:
@@ -52,46 +55,6 @@ class ArmContext:
     def default_api(self) -> Api:
         return "chat" if self.prompt_style == "chat" else "completions"
 
-    # Every needle and every count planted on the launch (shared by the copies a sweep step
-    # makes): an answer is scored against all of them, not only its own step's.
-    planted_codes: dict[int, str] = field(default_factory=dict)
-    counting: dict[int, range] = field(default_factory=dict)
-
-    def plant(self, plans: list[ShapePlan]) -> None:
-        for item in (i for plan in plans for i in plan.items):
-            if item.expected_code is not None:
-                self.planted_codes[item.session] = item.expected_code
-            _add_window(self.counting, item)
-
-    @property
-    def windows(self) -> dict[int, range]:
-        """Every counting session's window of numbers (see ``count_sources``)."""
-        own: dict[int, range] = {}
-        for item in self.items:
-            _add_window(own, item)
-        return {**self.counting, **own}
-
-    @property
-    def codes(self) -> dict[int, str]:
-        """Every session's needle code (scored against every recall answer)."""
-        own = {i.session: i.expected_code for i in self.items if i.expected_code is not None}
-        return {**self.planted_codes, **own}
-
-
-def _count_key(item: WorkItem) -> int:
-    """Whose count an item continues: a conversation's turns all carry its first turn's."""
-    return item.session if item.turn is None else item.turn.conversation
-
-
-def _add_window(windows: dict[int, range], item: WorkItem) -> None:
-    window = count_window(item)
-    if window is None:
-        return
-    key = _count_key(item)
-    if (known := windows.get(key)) is not None:
-        window = range(min(known.start, window.start), max(known.stop, window.stop))
-    windows[key] = window
-
 
 def _is_buffered(times: list[float], span_ms: float) -> bool:
     return len(times) >= 4 and (times[-1] - times[0]) * 1000.0 <= span_ms
@@ -100,10 +63,11 @@ def _is_buffered(times: list[float], span_ms: float) -> bool:
 def to_session(
     arm: str, item: WorkItem, rec: RequestRecord, t0: float, ctx: ArmContext
 ) -> SessionResult:
-    """Score a request record and put its times relative to the arm start ``t0``."""
+    """A request record as a session (unscored), its times relative to the arm start ``t0``."""
     times = rec.token_times
     result = SessionResult(
         arm=arm,
+        item=item.key(),
         workload=item.workload,
         session=item.session,
         shape=item.shape,
@@ -132,40 +96,7 @@ def to_session(
         buffered=rec.streamed and _is_buffered(times, ctx.thresholds.buffered_span_ms),
         hung_up=rec.hung_up,
     )
-    if rec.hung_up:
-        return result  # cut by its own client on purpose: a part of an answer, not scored
-    if item.workload == "recall" and item.expected_code is not None:
-        # An error is an error, not a miss: only answers are scored (cross-talk still counts).
-        score = score_recall(rec.text, item.session, _others_codes(item, ctx))
-        result.hit = score.hit if rec.error is None else None
-        result.cross_talk_from = score.cross_talk_from
-    if rec.error is None:
-        result.check = self_check(item, rec.text, rec.pieces, rec.choices)
-        check = result.check
-        if item.workload == "decode" and check is not None and not check.passed:
-            # A count that broke into another session's numbers: cross-talk, with its source.
-            broken = sum(len(p) for p in rec.pieces[: check.token or 0])
-            result.cross_talk_from = count_sources(
-                rec.text[broken:], _count_key(item), ctx.windows
-            )
-        elif item.workload == "decode" and (check is None or check.kind == "choices"):
-            # A row with no count of its own to follow (open-ended, sampled, penalised): another
-            # session's count anywhere in it is cross-talk.
-            result.cross_talk_from = count_sources(rec.text, _count_key(item), ctx.windows)
-        if item.workload == "decode" and rec.choices:
-            # A further choice holding another session's count: cross-talk, with its source.
-            sources = {s for c in rec.choices
-                       for s in count_sources(c.text, _count_key(item), ctx.windows)}
-            result.cross_talk_from = sorted(sources.union(result.cross_talk_from))
     return result
-
-
-def _others_codes(item: WorkItem, ctx: ArmContext) -> dict[int, str]:
-    """Every code planted on the launch but those this request was itself sent (a
-    conversation turn's prompt holds its other turns' codes): only a code it could not have
-    read is another session's content."""
-    sent = item.prompt + "".join(m.content for m in item.history)
-    return {s: c for s, c in ctx.codes.items() if s == item.session or c not in sent}
 
 
 def _side_request(arm: str, ctx: ArmContext, purpose: str, max_tokens: int) -> CompletionRequest:

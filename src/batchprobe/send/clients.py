@@ -52,18 +52,3 @@ async def client_health(
         lag_threshold_ms=limit,
         trusted=lagged is None or lagged.busy_p99_ms <= limit,
     )
-
-
-def client_limit(arm: ArmResult) -> str | None:
-    """Why the arm's latency figures are the client's rather than the server's, or None."""
-    health = arm.client
-    if health is None or health.trusted:
-        return None
-    lagged = worst(health.loop_lag)
-    busy = lagged.busy_p99_ms if lagged is not None else float("nan")
-    return (
-        f"arm {arm.spec.name}: the client's event loop lagged (busy p99 {busy:.1f} ms over the "
-        f"{health.lag_threshold_ms:g} ms threshold, {health.procs} client process(es)): its TTFT "
-        "and ITL include the client's own queueing, not only the server's; rerun with more "
-        "--client-procs"
-    )

@@ -1,23 +1,26 @@
-"""A work item: one prompt for one session, the same in every arm, with its own checker."""
+"""A work item: one prompt for one session, the same in every arm, with its own checker.
+
+The verdict file keeps every item as it was sent, so the judge needs nothing but the file."""
 
 from __future__ import annotations
 
 import hashlib
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from batchprobe import _json
 from batchprobe.client.types import MAX_CHOICES, ChatMessage
-from batchprobe.workload.constraints import Constraint, describe
 
 Api = Literal["completions", "chat"]
+Constraint = Literal["json_schema", "grammar"]
+_CONSTRAINED = {"json_schema": "a JSON schema", "grammar": "a grammar"}
 
 
 class SamplingParams(BaseModel):
     """Per-request parameters beyond greedy decoding (the ``params`` shape sets them)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings", frozen=True)
 
     temperature: float = Field(default=0.0, ge=0.0)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
@@ -61,7 +64,7 @@ class SamplingParams(BaseModel):
         if self.frequency_penalty is not None:
             parts.append(f"frequency_penalty {self.frequency_penalty:g}")
         if self.constraint is not None:
-            parts.append(f"constrained by {describe(self.constraint)}")
+            parts.append(f"constrained by {_CONSTRAINED[self.constraint]} (answer: yes or no)")
         if self.n is not None:
             parts.append(f"n {self.n}")
         return ", ".join(parts) or "greedy"
@@ -70,7 +73,7 @@ class SamplingParams(BaseModel):
 class CountSpec(BaseModel):
     """A counting item's determined continuation: ``first, first+1, ...`` joined by ', '."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings", frozen=True)
 
     first: int
     leading_space: bool = Field(description="Completion prompts continue with ' N,'.")
@@ -102,7 +105,7 @@ class Turn(BaseModel):
     this item's ``prompt`` as the next message (see ``workload.conversation``).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings", frozen=True)
 
     conversation: int = Field(description="The session of the conversation's first turn.")
     index: int = Field(ge=1, description="1 for the first turn.")
@@ -110,7 +113,7 @@ class Turn(BaseModel):
 
 
 class WorkItem(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings", frozen=True)
 
     workload: Literal["recall", "decode"]
     session: int = Field(ge=0, description="Unique across the run: a session id names one item.")
@@ -139,7 +142,40 @@ class WorkItem(BaseModel):
         default=(), description="chat: the messages before ``prompt`` (a later conversation turn)"
     )
 
+    def key(self) -> str:
+        """Its key in the verdict's ``items``: a digest of the whole item as sent."""
+        return hashlib.blake2b(self.model_dump_json().encode(), digest_size=10).hexdigest()
+
     def digest(self) -> str:
         """A digest of what is sent: the prompt and the messages before it."""
         sent = [[m.role, m.content] for m in self.history] + [self.prompt]
         return hashlib.blake2b(_json.dumps(sent), digest_size=12).hexdigest()
+
+
+class Planted(BaseModel):
+    """Every needle and every count window planted on the run (every item built, sent or
+    not): an answer is scored against all of them, so cross-talk from any names its source."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
+
+    codes: dict[int, str] = Field(default_factory=dict, description="session -> its needle code")
+    windows: dict[int, tuple[int, int]] = Field(
+        default_factory=dict,
+        description="count key (a conversation's first session) -> [first, stop) of its numbers",
+    )
+
+
+class Sending(BaseModel):
+    """How the run turned an item into a request body, beyond the item itself (a replay
+    sends the very bodies the run sent)."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="strings")
+
+    extra_body: dict[str, JsonValue] = Field(
+        default_factory=dict, description="Merged into every cold request (llama.cpp: cache_prompt false)."
+    )
+    logprobs: int | None = Field(default=None, description="Top logprobs every request asked for.")
+    reference_logprobs: int | None = Field(
+        default=None, description="Top logprobs every serial request asked for."
+    )
+    request_seed: int | None = None

@@ -15,13 +15,12 @@ from pydantic import JsonValue
 
 from batchprobe.client import OpenAIClient
 from batchprobe.errors import ConfigError
-from batchprobe.probe import discover
-from batchprobe.probe.calibrate import calibrate_chars_per_token
+from batchprobe.results.items import Api, Constraint, WorkItem
 from batchprobe.results.models import RunConfig
 from batchprobe.results.shapes import ShapeStatus
-from batchprobe.workload.constraints import Constraint
+from batchprobe.send import discover
+from batchprobe.send.calibrate import calibrate_chars_per_token
 from batchprobe.workload.haystack import DEFAULT_CHARS_PER_TOKEN
-from batchprobe.workload.items import Api, WorkItem
 from batchprobe.workload.shapes import (
     AfterTokens,
     BiasToken,

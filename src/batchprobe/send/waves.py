@@ -16,14 +16,13 @@ from batchprobe._aio import gather_all
 from batchprobe.client import Completer
 from batchprobe.client.types import CompletionRequest, RequestRecord
 from batchprobe.errors import EngineStalled
-from batchprobe.judge.references import COMPARED_ROLES
-from batchprobe.probe.arm import TIMEOUTS, ArmContext, answers_nothing, to_session
-from batchprobe.probe.load import InFlight
+from batchprobe.results.items import WorkItem
 from batchprobe.results.models import ArmResult, ArmSpec
 from batchprobe.results.shapes import MAX_DEPARTURES, Departure, Situation, WaveResult
+from batchprobe.send.arm import TIMEOUTS, ArmContext, answers_nothing, to_session
+from batchprobe.send.load import InFlight
 from batchprobe.workload.constraints import request_fields
 from batchprobe.workload.conversation import continue_turn
-from batchprobe.workload.items import WorkItem
 from batchprobe.workload.shapes import (
     AfterFinish,
     AfterStart,
@@ -33,6 +32,7 @@ from batchprobe.workload.shapes import (
     ShapePlan,
     Trigger,
 )
+from batchprobe.workload.shapes.params import COMPARED_ROLES
 
 
 @dataclass
@@ -195,7 +195,8 @@ def _nonce(item: WorkItem, ctx: ArmContext) -> str | None:
     return None if item.role in COMPARED_ROLES else ctx.nonce
 
 
-def _request(item: WorkItem, copy_index: int, arm: ArmSpec, ctx: ArmContext, cached: bool) -> CompletionRequest:
+def request_for(item: WorkItem, copy_index: int, arm: ArmSpec, ctx: ArmContext, cached: bool) -> CompletionRequest:
+    """The request ``item`` goes out as in ``arm`` (``repro`` writes its body as sent)."""
     params = item.params
     serial = ctx.reference_logprobs if arm.concurrency == 1 else None
     extra = dict(ctx.cache_body if cached else ctx.extra_body)
@@ -247,7 +248,7 @@ async def _send(
         arrival = time.perf_counter() - wave_t0
         state, in_flight, decoding = wave.arrive(item.session, send.copy_index,
                                                  item.params.n or 1)
-        request = _request(item, send.copy_index, arm.spec, ctx, cached)
+        request = request_for(item, send.copy_index, arm.spec, ctx, cached)
         if arm.request_body is None:
             arm.request_body = client.request_body(request)
         watch = None
@@ -284,6 +285,7 @@ async def _send(
         nonce=_nonce(item, ctx),
         waiting_at_hang_up=state.waiting_at_hang_up if record.hung_up else None,
     )
+    ctx.record(session, item, send.item)
     arm.sessions.append(session)
     ctx.on_session(arm, session)
     if record.error is not None and record.error.kind in TIMEOUTS:

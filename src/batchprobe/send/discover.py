@@ -12,9 +12,8 @@ from pydantic import JsonValue
 
 from batchprobe.client import OpenAIClient
 from batchprobe.client.types import Api, CompletionRequest, RequestRecord
+from batchprobe.results.items import Constraint, CountSpec
 from batchprobe.workload import constraints as constrained
-from batchprobe.workload.constraints import Constraint
-from batchprobe.workload.items import CountSpec
 from batchprobe.workload.shapes import BiasToken
 
 # Words most tokenizers read as one token; each biased row takes its own.

@@ -1,0 +1,105 @@
+"""`batchprobe repro` against the fake: a default-plan FAIL shrunk to the requests that set
+the fault off, its standalone reproducer run under `python3 -I` against the faulty and the
+healthy fake, a fault that comes back one replay in three reported as flaky, and bad input
+refused with one line and nothing written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from batchprobe.cli import main
+from batchprobe.fake import FakeServerConfig, FakeServerThread
+from batchprobe.repro import ReproCase
+from batchprobe.results import Outcome
+
+from .judgeprobe import FAST, default_run
+
+# Fires only while at least 3 requests are in flight and their prompts span more than 2x
+# in length: the minimal case is the failing request, a longer one and one more.
+CROWD = {"fault": "corrupt", "fault_when": "crowd"}
+
+
+@pytest.fixture(scope="module")
+def crowd(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    report, path = default_run(tmp_path_factory.mktemp("crowd"), "crowd", **CROWD)
+    assert report.verdict.outcome is Outcome.FAIL, report.verdict.reasons
+    return path
+
+
+def _repro(verdict: Path, out: Path, fake: dict[str, object], *args: str) -> tuple[int, str, str]:
+    with FakeServerThread(FakeServerConfig(**{**FAST, **fake})) as server:  # type: ignore[arg-type]
+        result = CliRunner().invoke(main, ["repro", str(verdict), "--base-url", server.base_url,
+                                           "--output", str(out), *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _script(folder: Path, fake: dict[str, object]) -> subprocess.CompletedProcess[str]:
+    with FakeServerThread(FakeServerConfig(**{**FAST, **fake})) as server:  # type: ignore[arg-type]
+        return subprocess.run(
+            [sys.executable, "-I", str(folder / "repro.py"), "--base-url", server.base_url],
+            capture_output=True, text=True, timeout=120, check=False,
+        )
+
+
+def test_a_crowd_fault_shrinks_to_three_requests_and_its_script_tells_bug_from_ok(
+    crowd: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "repro"
+    code, stdout, stderr = _repro(crowd, out, CROWD, "--tries", "3")
+    assert code == 0, (stdout, stderr)
+    case = ReproCase.model_validate_json((out / "repro.json").read_text())
+    assert len(case.requests) == 3, [(r.session, len(r.item.prompt)) for r in case.requests]
+    assert case.kept.session in {r.session for r in case.requests}
+    lengths = sorted(len(r.item.prompt) + sum(len(m.content) for m in r.item.history)
+                     for r in case.requests)
+    assert lengths[-1] > 2 * lengths[0], "a longer prompt is kept: the fault needs it"
+    assert "reproduced" in stdout and "candidate" in stderr
+    report = (out / "REPORT.md").read_text()
+    assert "python3 -I repro.py" in report and "Shrink history" in report
+    assert f"session {case.kept.session}" in report
+    # The script: standard library only, isolated; BUG against the fault, OK against health.
+    bug = _script(out, CROWD)
+    assert bug.returncode == 1 and bug.stdout.startswith("BUG: "), (bug.stdout, bug.stderr)
+    ok = _script(out, {})
+    assert ok.returncode == 0 and ok.stdout.startswith("OK"), (ok.stdout, ok.stderr)
+    assert "import batchprobe" not in (out / "repro.py").read_text()
+
+
+def test_a_fault_that_comes_back_one_replay_in_three_is_flaky(crowd: Path, tmp_path: Path) -> None:
+    out = tmp_path / "flaky"
+    code, stdout, stderr = _repro(crowd, out, {**CROWD, "fault_every": 3}, "--tries", "3")
+    assert code == 1, (stdout, stderr)
+    assert "flaky" in stdout and "1/3" in stdout
+    assert "**Flaky**" in (out / "REPORT.md").read_text()
+    case = ReproCase.model_validate_json((out / "repro.json").read_text())
+    whole = json.loads(crowd.read_text())
+    step = next(a for a in whole["arms"] if a["spec"]["name"] == case.kept.arm)
+    assert len(case.requests) > 3 and len(case.requests) <= len(step["sessions"]), "not shrunk"
+
+
+def test_bad_input_is_one_line_and_writes_nothing(crowd: Path, tmp_path: Path) -> None:
+    healthy_report, healthy = default_run(tmp_path, "healthy")
+    assert healthy_report.verdict.outcome is Outcome.PASS
+    older = tmp_path / "older.json"
+    older.write_text(json.dumps({**json.loads(crowd.read_text()), "schema_version": "3.5"}))
+    cases = [
+        (healthy, [], "no hard failure"),
+        (older, [], "older than the 4.0"),
+        (crowd, ["--time-budget", "0.001"], "time_budget"),
+    ]
+    for verdict, args, says in cases:
+        out = tmp_path / f"out-{len(args)}-{verdict.stem}"
+        code, stdout, stderr = _repro(verdict, out, CROWD, "--tries", "1", *args)
+        assert code == 2 and says in stderr, (verdict, stdout, stderr)
+        assert "Traceback" not in stderr and not out.exists()
+    out = tmp_path / "unreachable"
+    result = CliRunner().invoke(main, ["repro", str(crowd), "--base-url", "http://127.0.0.1:9",
+                                       "--output", str(out)])
+    assert result.exit_code == 2 and "127.0.0.1:9" in result.stderr, result.stderr
+    assert not out.exists()
