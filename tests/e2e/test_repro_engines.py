@@ -50,7 +50,7 @@ def test_the_exact_cache_hit_shrinks_to_two_requests_and_the_patch_makes_it_ok(
     assert found.as_expected, found.mismatches
     out = tmp_path / "repro"
     result = CliRunner().invoke(main, ["repro", str(found.verdict_file), "--output", str(out),
-                                       "--tries", "2"])
+                                       "--tries", "1"])
     assert result.exit_code == 0, (result.stdout, result.stderr)
     case = ReproCase.model_validate_json((out / "repro.json").read_text())
     assert case.kept.kind is FindingKind.ERROR and len(case.requests) <= 2, case.requests
@@ -77,7 +77,7 @@ def test_the_seed_case_shrinks_to_one_request_with_the_shared_kv_evidence(
     )
     assert code == 1, out
     result = CliRunner().invoke(main, ["repro", str(tmp_path / "verdict.json"), "--output",
-                                       str(tmp_path / "repro"), "--tries", "2"])
+                                       str(tmp_path / "repro"), "--tries", "1"])
     assert result.exit_code == 0, (result.stdout, result.stderr)
     case = ReproCase.model_validate_json((tmp_path / "repro" / "repro.json").read_text())
     assert case.mode == "batching" and len(case.requests) == 1, case.requests

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from batchprobe.fake import FakeServerConfig, FakeServerProcess, FakeServerThread
-from batchprobe.judge import rejudge
+from batchprobe.judge import final_pass
 from batchprobe.probe.endpoint import url_provider
 from batchprobe.probe.plan import url_arms
 from batchprobe.probe.run import run_probe
@@ -40,6 +40,8 @@ def _probe_url(tmp_path: Path, base_url: str, overrides: dict[str, object]) -> R
         config.arms = url_arms(config.sessions)
     output = tmp_path / "verdict.json"
     report = run_probe(config, output, url_provider(base_url))
-    assert read_report(output) == report, "the file on disk is the final report"
-    assert judgement(rejudge(read_report(output))) == judgement(report), "judged alone, the same"
+    on_disk = read_report(output)
+    assert on_disk == report, "the file on disk is the final report"
+    final_pass(on_disk)
+    assert judgement(on_disk) == judgement(report), "judged again from the file alone, the same"
     return report

@@ -10,6 +10,7 @@ from junitparser import Failure, JUnitXml
 
 from batchprobe.cli import main
 from batchprobe.fake import FakeServerConfig, FakeServerThread
+from batchprobe.judge import final_pass
 from batchprobe.probe import plan_run, run_plan
 from batchprobe.report import render_html, render_junit
 from batchprobe.results import Outcome, Report, read_report
@@ -45,7 +46,15 @@ def judgement(report: Report) -> tuple[object, ...]:
 
 
 def assert_judged_alike(report: Report, path: Path) -> None:
-    """``batchprobe judge PATH`` (no server) gives the run's own judgement, and its exit code."""
+    """The file judged again with no server (the final pass ``batchprobe judge`` runs, on a
+    fresh read of it) gives the run's own judgement."""
+    again = read_report(path)
+    final_pass(again)
+    assert judgement(again) == judgement(report)
+
+
+def assert_judge_cli_alike(report: Report, path: Path) -> None:
+    """``batchprobe judge PATH --output NEW`` (no server): the run's judgement and exit code."""
     again = path.with_name(path.stem + ".judged.json")
     result = CliRunner().invoke(main, ["judge", str(path), "--output", str(again)])
     expected = {Outcome.PASS: 0, Outcome.FAIL: 1}.get(report.verdict.outcome, 2)

@@ -17,7 +17,7 @@ from batchprobe.cli import main
 from batchprobe.fake import FAULT_MODES
 from batchprobe.results import Outcome, read_report
 
-from .judgeprobe import default_run
+from .judgeprobe import assert_judge_cli_alike, default_run
 from .test_client_procs import _mode
 
 # Fault modes whose default-plan run lives in another test (and is judged again there).
@@ -39,8 +39,10 @@ def test_every_fault_mode_is_judged_again_somewhere() -> None:
 def test_a_verdict_judged_alone_says_what_the_run_said(tmp_path: Path, fault: str) -> None:
     fake, overrides = _mode(fault)
     settings = fake.model_dump(exclude_defaults=True)
-    # default_run asserts the judgement again from the file (``assert_judged_alike``).
-    report, _ = default_run(tmp_path, fault, {**overrides, "sessions": 4}, **settings)
+    # default_run asserts the judgement again from the file (``assert_judged_alike``); here
+    # through the command too, with its exit code.
+    report, path = default_run(tmp_path, fault, {**overrides, "sessions": 4}, **settings)
+    assert_judge_cli_alike(report, path)
     if fault != "buffered":
         assert report.verdict.outcome is not Outcome.PASS, report.verdict.reasons
 

@@ -35,7 +35,7 @@ from batchprobe.cli._render import (
     final_lines,
 )
 from batchprobe.fake import FakeServerConfig, FakeServerThread
-from batchprobe.probe.run import PlanSummary, ProbeListener
+from batchprobe.probe.state import PlanSummary, ProbeListener
 from batchprobe.results import read_report
 from batchprobe.results.findings import Finding, FindingKind
 from batchprobe.results.models import (

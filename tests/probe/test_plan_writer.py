@@ -4,7 +4,7 @@ import pytest
 
 from batchprobe.errors import ConfigError
 from batchprobe.probe.plan import engine_arms, parse_arms, url_arms
-from batchprobe.probe.run import new_report
+from batchprobe.probe.state import new_report
 from batchprobe.results import SCHEMA_VERSION, RunConfig, json_schema, read_report, write_report
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from batchprobe.probe.run import PlanSummary
+from batchprobe.probe.state import PlanSummary
 from batchprobe.results.models import ArmResult, RunConfig
 
 

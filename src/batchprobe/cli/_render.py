@@ -43,7 +43,7 @@ from typing_extensions import Self
 from batchprobe._safe import console_text
 from batchprobe.cli._plan import RunPlan
 from batchprobe.judge.checks import arm_correct, run_checks
-from batchprobe.probe.run import PlanSummary
+from batchprobe.probe.state import PlanSummary
 from batchprobe.report.console import escape
 from batchprobe.results.findings import Finding
 from batchprobe.results.models import ArmResult, Report, RunConfig, SessionResult

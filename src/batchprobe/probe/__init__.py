@@ -2,6 +2,6 @@
 point (the CLI calls nothing else)."""
 
 from batchprobe.probe.api import RunPlan, plan_run, run_plan
-from batchprobe.probe.run import PlanSummary, ProbeListener
+from batchprobe.probe.state import PlanSummary, ProbeListener
 
 __all__ = ["PlanSummary", "ProbeListener", "RunPlan", "plan_run", "run_plan"]

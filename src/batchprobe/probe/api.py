@@ -25,7 +25,8 @@ from batchprobe.patches import get_patch
 from batchprobe.probe.endpoint import EndpointProvider, url_provider
 from batchprobe.probe.managed import EngineProvider, engine_target
 from batchprobe.probe.plan import baseline_arm, engine_arms, parse_arms, url_arms
-from batchprobe.probe.run import ProbeListener, run_probe
+from batchprobe.probe.run import run_probe
+from batchprobe.probe.state import ProbeListener
 from batchprobe.probe.sweep import doubling, parse_sweep
 from batchprobe.results.models import ArmSpec, PromptStyle, Report, RunConfig
 from batchprobe.results.thresholds import Thresholds

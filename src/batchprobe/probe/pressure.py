@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING
 
 from batchprobe.client import OpenAIClient
 from batchprobe.client.types import ErrorKind
@@ -26,6 +25,7 @@ from batchprobe.probe.pool import (
     stated_pool,
     wave_size,
 )
+from batchprobe.probe.state import RunState
 from batchprobe.results.arms import ArmResult, ArmSpec
 from batchprobe.results.items import WorkItem
 from batchprobe.results.pool import KvPool, Oversize, PoolPressure
@@ -37,9 +37,6 @@ from batchprobe.send.waves import run_mixed_wave
 from batchprobe.workload.pressure import NAME, oversize_item, pressure_items
 from batchprobe.workload.shapes import Send, ShapePlan
 
-if TYPE_CHECKING:
-    from batchprobe.probe.run import ProbeRun
-
 _PREEMPTIONS = "vllm:num_preemptions_total"
 # Errors that mean "the client gave up waiting": the oversize request hung.
 _WAITED_OUT = (ErrorKind.READ_TIMEOUT, ErrorKind.TOTAL_TIMEOUT)
@@ -48,7 +45,7 @@ _WAITED_OUT = (ErrorKind.READ_TIMEOUT, ErrorKind.TOTAL_TIMEOUT)
 class PressureWave:
     """One wave past the KV pool; ``not_run`` says why there was none."""
 
-    def __init__(self, run: ProbeRun) -> None:
+    def __init__(self, run: RunState) -> None:
         self.run = run
         self.not_run = None
 

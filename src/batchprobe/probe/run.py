@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
-import platform
 import secrets
-import sys
 import traceback
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
-from pydantic import JsonValue
-
-from batchprobe import __version__
-from batchprobe.client import Completer, OpenAIClient, Timeouts
+from batchprobe.client import Completer
 from batchprobe.errors import (
     BatchprobeError,
-    ConfigError,
     EngineDied,
     EngineStalled,
     EngineUnreachable,
@@ -27,226 +17,41 @@ from batchprobe.errors import (
 from batchprobe.judge.final import baseline, comparisons, final_pass
 from batchprobe.judge.judge import judge, judge_arm
 from batchprobe.judge.references import references
-from batchprobe.judge.score import plant, score
-from batchprobe.judge.steps import client_limit
 from batchprobe.probe.cache import cache_policy, launch_spec
 from batchprobe.probe.endpoint import Endpoint, EndpointProvider, engine_died, server_lost
-from batchprobe.probe.interrupts import Interrupts, signals_as_interrupt
+from batchprobe.probe.interrupts import signals_as_interrupt
 from batchprobe.probe.metrics import arm_metrics
 from batchprobe.probe.pressure import PressureWave
 from batchprobe.probe.references import ReferenceRounds
 from batchprobe.probe.replay import replay_wrong
+from batchprobe.probe.state import LLAMA_CPP, ProbeListener, QuietListener, RunState, utc_now
 from batchprobe.probe.status import status_for
 from batchprobe.probe.sweep_run import Sweep
-from batchprobe.results.client import ClientHealth
-from batchprobe.results.diagnosis import Diagnosis
 from batchprobe.results.findings import Finding, Judged
-from batchprobe.results.items import Sending, WorkItem
 from batchprobe.results.models import (
     ArmResult,
     ArmSpec,
-    Environment,
     Report,
     RunConfig,
     RunError,
-    SessionResult,
     Status,
 )
-from batchprobe.results.writer import write_report
 from batchprobe.send.arm import ArmContext, generates, warm_up
-from batchprobe.send.clients import arm_client, auto_procs, client_health
-from batchprobe.send.items import Plans, build_plans
+from batchprobe.send.clients import arm_client, client_health
 from batchprobe.send.waves import run_waves
-from batchprobe.workload.haystack import DEFAULT_CHARS_PER_TOKEN
-from batchprobe.workload.shapes import ShapePlan
-from batchprobe.workload.shapes.params import TOP_LOGPROBS
-
-LLAMA_CPP = "llama.cpp"
 
 
-@dataclass(frozen=True)
-class PlanSummary:
-    """What a run will send, said before it starts: its requests and their tokens (the
-    references the judge asks for come later and are counted as they go)."""
-
-    requests: int
-    prompt_tokens: int
-    decode_tokens: int
-    """The sum of every request's max_tokens: the most it can decode."""
-
-
-class ProbeListener(Protocol):
-    """Progress callbacks (the CLI draws them with rich, or as plain lines in a pipe).
-
-    ``phase``: a part of the run starts (the sweep's launch, the references, the replays);
-    ``arm_finished``: an arm or step ended, with what the judge could already say of it
-    (``findings``: errors, cross-talk, broken streams; ``awaiting``: wrong answers that wait
-    for their cold reference before they are called anything); ``judged``: the final pass,
-    once, with the report whose findings are the truth every mark must agree with."""
-
-    def plan_ready(self, summary: PlanSummary) -> None: ...
-
-    def phase(self, name: str, requests: int) -> None: ...
-
-    def arm_started(self, arm: ArmResult, total: int) -> None: ...
-
-    def session_done(self, arm: ArmResult, session: SessionResult) -> None: ...
-
-    def arm_finished(self, arm: ArmResult, findings: Sequence[Finding], awaiting: int) -> None: ...
-
-    def judged(self, report: Report) -> None: ...
-
-
-class _Quiet:
-    def plan_ready(self, summary: PlanSummary) -> None:
-        pass
-
-    def phase(self, name: str, requests: int) -> None:
-        pass
-
-    def arm_started(self, arm: ArmResult, total: int) -> None:
-        pass
-
-    def session_done(self, arm: ArmResult, session: SessionResult) -> None:
-        pass
-
-    def arm_finished(self, arm: ArmResult, findings: Sequence[Finding], awaiting: int) -> None:
-        pass
-
-    def judged(self, report: Report) -> None:
-        pass
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def new_report(config: RunConfig) -> Report:
-    return Report(
-        run_id=secrets.token_hex(4),
-        started_at=_now(),
-        config=config,
-        environment=Environment(
-            batchprobe_version=__version__,
-            python=sys.version.split()[0],
-            platform=platform.platform(),
-        ),
-    )
-
-
-class ProbeRun:
-    """One run: its config, its report, its plans, its endpoints; arms run here, a sweep in
-    ``probe.sweep_run``."""
+class ProbeRun(RunState):
+    """One run: its arms run here, the references, the final pass; a sweep in
+    ``probe.sweep_run`` and the pressure wave in ``probe.pressure``, which share the run's
+    state (``probe.state``), not this class."""
 
     def __init__(
         self, config: RunConfig, output: Path, provider: EndpointProvider, listener: ProbeListener
     ) -> None:
-        self.config = config
-        self.output = output
-        self.provider = provider
-        self.listener = listener
-        self.report = new_report(config)
-        self.ctx: ArmContext | None = None
-        self.plans = Plans()
-        self.interrupts = Interrupts()
+        super().__init__(config, output, provider, listener)
         self.sweep: Sweep | None = None
         self.pressure: PressureWave | None = None
-
-    def save(self) -> None:
-        write_report(self.report, self.output)
-
-    async def prepare(self, ep: Endpoint, client: OpenAIClient) -> ArmContext:
-        """Detect the server, pick the model (set on ``client``), build the items once."""
-        # Raises EngineUnreachable when nothing answers; None when there is no /props.
-        props = await client.get_json("/props")
-        models = [] if ep.model else await client.list_models()
-        model = ep.model or (models[0] if models else None)
-        if model is None:
-            raise ConfigError("--model", f"{ep.base_url}/v1/models lists no model; pass --model")
-        client.model = model
-        env = self.report.environment
-        env.served_model = model
-        if isinstance(props, dict) and "default_generation_settings" in props:
-            env.server_kind = LLAMA_CPP
-        if self.ctx is None:
-            self.ctx = await self._build_context(client, props)
-        return self.ctx
-
-    def client(self, ep: Endpoint) -> OpenAIClient:
-        timeouts = Timeouts(total=self.config.request_timeout_s)
-        return OpenAIClient(ep.base_url, timeouts=timeouts, request_ids=ep.request_ids)
-
-    def plant(self, plans: list[ShapePlan]) -> None:
-        """Every item built (the plan's, a bisection step's, the pressure wave's): their
-        needles and counts join the run's, so cross-talk from any of them is named."""
-        plant(self.report.planted, (i for p in plans for i in p.items))
-
-    def _record(self, session: SessionResult, item: WorkItem, planned: WorkItem) -> None:
-        """A session came back: its request (and a later turn's plan) joins the verdict
-        file, its answer is scored."""
-        if session.item is not None:
-            self.report.items.setdefault(session.item, item)
-        if planned != item:
-            session.planned = planned.key()
-            self.report.items.setdefault(session.planned, planned)
-        plant(self.report.planted, [item])
-        score(session, item, self.report.planted)
-
-    async def _build_context(self, client: OpenAIClient, props: JsonValue | None) -> ArmContext:
-        cfg = self.config
-        extra: dict[str, JsonValue] = {}
-        if self.report.environment.server_kind == LLAMA_CPP:
-            extra["cache_prompt"] = False
-        plans = self.plans = await build_plans(cfg, self.report.run_id, client, extra, props)
-        self.report.warnings += plans.warnings
-        self.report.shapes = plans.status
-        ctx = ArmContext(
-            run_id=self.report.run_id,
-            prompt_style=cfg.prompt_style,
-            request_seed=cfg.request_seed,
-            liveness_timeout_s=cfg.liveness_timeout_s,
-            thresholds=cfg.thresholds,
-            plans=plans.plans,
-            extra_body=extra,
-            logprobs=0 if cfg.logprobs else None,
-            reference_logprobs=(
-                TOP_LOGPROBS if plans.shape_ctx is not None and plans.shape_ctx.logprobs_returned
-                else None
-            ),
-            on_session=self._on_session,
-            record=self._record,
-        )
-        self.plant(plans.plans)
-        self.report.sending = Sending(
-            extra_body=dict(extra), logprobs=ctx.logprobs,
-            reference_logprobs=ctx.reference_logprobs, request_seed=ctx.request_seed,
-        )
-        self.listener.plan_ready(self._summary(plans))
-        return ctx
-
-    def _summary(self, plans: Plans) -> PlanSummary:
-        """What the plan sends before any reference: each arm's or step's requests."""
-        cfg = self.config
-        chars = plans.shape_ctx.chars_per_token if plans.shape_ctx else DEFAULT_CHARS_PER_TOKEN
-        sends = [x.item for p in plans.plans for x in p.sends]
-        if not cfg.sweep:
-            sends = [
-                item
-                for spec in cfg.arms
-                for item in (
-                    [i for p in plans.plans for i in p.items] if spec.concurrency == 1
-                    else [x.item for p in plans.plans for x in p.sends]
-                )
-            ]
-        prompt = sum(len(i.prompt) + sum(len(m.content) for m in i.history) for i in sends)
-        return PlanSummary(
-            requests=len(sends),
-            prompt_tokens=int(prompt / chars),
-            decode_tokens=sum(i.max_tokens for i in sends),
-        )
-
-    def _on_session(self, arm: ArmResult, session: SessionResult) -> None:
-        self.listener.session_done(arm, session)
 
     async def _arm(self, ep: Endpoint, arm: ArmResult, rounds: ReferenceRounds | None) -> None:
         async with self.client(ep) as client:
@@ -316,7 +121,7 @@ class ProbeRun:
 
     def run_arm(self, spec: ArmSpec, rounds: ReferenceRounds | None = None) -> None:
         spec = launch_spec(spec, self.config)
-        arm = ArmResult(spec=spec, state="running", started_at=_now())
+        arm = ArmResult(spec=spec, state="running", started_at=utc_now())
         # The baseline leads the report, whenever it ran.
         self.report.arms.insert(0 if spec.role == "reference" else len(self.report.arms), arm)
         self.save()
@@ -353,43 +158,6 @@ class ProbeRun:
         if arm.server_alive_after is False:
             raise EngineDied(f"the server stopped answering after arm {spec.name}")
 
-    def client_procs(self, concurrency: int) -> int:
-        return self.config.client_procs or auto_procs(concurrency)
-
-    def client_health(self, arm: ArmResult, health: ClientHealth) -> None:
-        arm.client = health
-        warning = client_limit(arm)
-        if warning is not None:
-            self.report.warnings.append(warning)
-
-    def served_by(self, ep: Endpoint, arm: ArmResult) -> None:
-        arm.engine_version = ep.engine_version
-        arm.log_path = ep.log_path
-        self.report.patches_applied = list(ep.patches)
-        self.report.environment.engine_version = ep.engine_version
-        if ep.process is not None:
-            # On disk while the engine runs, so a stale one can be found and reaped.
-            arm.engine_pid, arm.engine_pgid = ep.process.pid, ep.process.pgid
-            arm.engine_launch = ep.process.launch_token
-        self.save()
-
-    def diagnose(self, ep: Endpoint, arm: ArmResult) -> None:
-        bodies = [
-            f"{s.error.kind.value}: {s.error.message} {s.error.body_excerpt or ''}".strip()
-            for s in arm.sessions
-            if s.error is not None
-        ]
-        if not bodies and arm.server_alive_after is not False:
-            return
-        self.add_diagnoses(ep.diagnose(bodies))
-
-    def add_diagnoses(self, diagnoses: list[Diagnosis]) -> None:
-        known = {d.issue_id for d in self.report.diagnoses}
-        for diagnosis in diagnoses:
-            if diagnosis.issue_id not in known:
-                known.add(diagnosis.issue_id)
-                self.report.diagnoses.append(diagnosis)
-
     def finish(self, status: Status, error: RunError | None = None) -> None:
         report = self.report
         report.status = status
@@ -402,7 +170,7 @@ class ProbeRun:
         report.comparisons = comparisons(report.arms)
         _warnings(report)
         self.judge()
-        report.finished_at = _now()
+        report.finished_at = utc_now()
         self.save()
         self.listener.judged(report)
 
@@ -464,7 +232,7 @@ def run_probe(
     listener: ProbeListener | None = None,
 ) -> Report:
     """Run every arm of ``config``; the verdict file at ``output`` is always left valid."""
-    run = ProbeRun(config, output, provider, listener or _Quiet())
+    run = ProbeRun(config, output, provider, listener or QuietListener())
     run.save()
     status, error = Status.ERROR, None
     with signals_as_interrupt() as run.interrupts:

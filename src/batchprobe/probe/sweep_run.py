@@ -4,10 +4,8 @@ failure; each step is an arm of the report and a step of the envelope, judged as
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from batchprobe.client import OpenAIClient
 from batchprobe.client.types import RequestError
@@ -21,6 +19,7 @@ from batchprobe.probe.endpoint import Endpoint, server_lost
 from batchprobe.probe.metrics import arm_metrics
 from batchprobe.probe.pairs import PairRunner, pair_plan
 from batchprobe.probe.replay import replay_wrong
+from batchprobe.probe.state import RunState, utc_now
 from batchprobe.probe.sweep import predicted_s
 from batchprobe.results.arms import ArmResult, ArmSpec
 from batchprobe.results.findings import Finding, Judged
@@ -33,14 +32,7 @@ from batchprobe.send.load import InFlight, LoadSampler
 from batchprobe.send.waves import run_mixed_wave, run_waves
 from batchprobe.workload.shapes import ShapePlan
 
-if TYPE_CHECKING:
-    from batchprobe.probe.run import ProbeRun
-
 StepPlans = tuple[ShapePlan | None, list[ShapePlan]]
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def _last(arms: list[ArmResult]) -> ArmResult | None:
@@ -70,7 +62,7 @@ def step_plans(plans: StepPlans) -> list[ShapePlan]:
 class Sweep:
     """One sweep of a run: its steps, why it stopped, the launch's warm-up."""
 
-    def __init__(self, run: ProbeRun) -> None:
+    def __init__(self, run: RunState) -> None:
         self.run = run
         self.config = run.config
         self.steps: list[SweepStep] = []
@@ -228,7 +220,7 @@ class Sweep:
         arm = ArmResult(
             spec=ArmSpec(name=name, concurrency=n, depth=depth, mode=mode, role=role),  # type: ignore[arg-type]
             state="running",
-            started_at=_now(),
+            started_at=utc_now(),
         )
         self.run.report.arms.append(arm)
         return arm
