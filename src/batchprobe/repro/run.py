@@ -101,6 +101,8 @@ class _Server:
         # cache, or holding a later conversation turn (its prompt holds the earlier turn's
         # answer as the run got it, which a nonce would change).
         self.command: list[str] | None = None
+        self.clean = False
+        """The launch has served no replay that the next must not follow."""
         """The launched engine's command line (REPORT.md's launch command)."""
         self.cached = any(r.prefix_cache or (r.item.turn is not None and r.item.turn.index > 1)
                           for r in case.requests)
@@ -120,6 +122,12 @@ class _Server:
         ep = self.stack.enter_context(self.provider(spec))
         self.base_url, self.model = ep.base_url, ep.model
         self.command = list(ep.process.argv) if ep.process is not None else None
+        self.clean = True
+
+    def served(self, replay_errored: bool) -> None:
+        """A replay ran: the next needs a fresh launch when this one's cache must not serve
+        it (``cached``) or a request errored (the engine may have crashed)."""
+        self.clean = not (self.cached or replay_errored)
 
     def close(self) -> None:
         self.stack.close()
@@ -130,9 +138,8 @@ async def _replays(server: _Server, case: ReproCase, requests: list[ReproRequest
     """``tries`` replays of ``requests``; how many showed the failure (the last that did is
     kept in ``last``)."""
     failed = 0
-    fresh = True
     for _ in range(tries):
-        if server.managed and (server.cached or not fresh):
+        if server.managed and not server.clean:
             server.start()
         url = server.base_url
         if url is None:
@@ -140,7 +147,7 @@ async def _replays(server: _Server, case: ReproCase, requests: list[ReproRequest
         async with client_for(case, url, server.model) as client:
             await client.get_json("/props")  # EngineUnreachable when nothing answers
             one = await replay(client, case, requests, nonce=not server.cached)
-        fresh = not any(s.error is not None for s in one.arm.sessions)
+        server.served(any(s.error is not None for s in one.arm.sessions))
         if one.shows(case):
             failed += 1
             last[:] = [one]

@@ -43,8 +43,8 @@ def _expect(case: ReproCase, r: ReproRequest) -> dict[str, Any]:
     """What the judge would hold this answer to: its needle, its count, its length, where
     its serial reference did the task alone (else only its errors and other sessions'
     content: a model that cannot do the task is not judged on it)."""
-    ref = reference_arm(case)
-    if r.session not in references([ref]).passed:
+    ref = references([reference_arm(case)]).passed.get(r.session)
+    if ref is None:
         return {"code": None, "count": None, "length": False}
     item = r.item
     params = item.params
@@ -53,8 +53,7 @@ def _expect(case: ReproCase, r: ReproRequest) -> dict[str, Any]:
     return {
         "code": item.expected_code if item.workload == "recall" else None,
         "count": item.count.model_dump() if item.count is not None and plain else None,
-        "length": bool(plain and item.workload == "decode"
-                       and references([ref]).passed[r.session].finish_reason == "length"),
+        "length": bool(plain and item.workload == "decode" and ref.finish_reason == "length"),
     }
 
 
