@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 
 from batchprobe.cli import main
-from batchprobe.corpus import Case, Corpus, default_corpus, run_case
+from batchprobe.corpus import Case, Corpus, default_corpus, run_case, run_options
 from batchprobe.engines import diagnose, get_engine, plugin_known_issues
 from batchprobe.errors import ConfigError
 from batchprobe.probe import plan_run
@@ -43,7 +43,7 @@ def test_a_case_names_its_engine_s_known_issue_and_valid_run_options(
             patches=entry.patches,
             engine_args=entry.engine_args,
             output=tmp_path / "v.json",
-            **case.run,  # type: ignore[arg-type]
+            **run_options(case),  # type: ignore[arg-type]
         )
         assert plan.config.engine_args == entry.engine_args
 

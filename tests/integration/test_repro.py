@@ -1,7 +1,8 @@
 """`batchprobe repro` against the fake: a default-plan FAIL shrunk to the requests that set
 the fault off, its standalone reproducer run under `python3 -I` against the faulty and the
 healthy fake, a fault that comes back one replay in three reported as flaky, and bad input
-refused with one line and nothing written."""
+refused with one line and nothing written; `batchprobe run --replay` sending the minimal case
+(FAIL on the fault, PASS on health) and a whole wave with its join triggers."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from click.testing import CliRunner
 
 from batchprobe.cli import main
 from batchprobe.fake import FakeServerConfig, FakeServerThread
-from batchprobe.repro import ReproCase
-from batchprobe.results import Outcome
+from batchprobe.repro import ReproCase, case_from
+from batchprobe.results import Outcome, read_report
 
-from .judgeprobe import FAST, default_run
+from .judgeprobe import FAST, assert_judged_alike, default_run
 
 # Fires only while at least 3 requests are in flight and their prompts span more than 2x
 # in length: the minimal case is the failing request, a longer one and one more.
@@ -103,3 +104,90 @@ def test_bad_input_is_one_line_and_writes_nothing(crowd: Path, tmp_path: Path) -
                                        "--output", str(out)])
     assert result.exit_code == 2 and "127.0.0.1:9" in result.stderr, result.stderr
     assert not out.exists()
+
+
+def _run_replay(case: Path, out: Path, fake: dict[str, object] | None,
+                *args: str) -> tuple[int, str, str]:
+    """``batchprobe run --replay CASE`` against a fake (None: no --base-url given)."""
+    argv = ["run", "--replay", str(case), "--output", str(out), "--progress", "off", *args]
+    if fake is None:
+        result = CliRunner().invoke(main, argv)
+    else:
+        with FakeServerThread(FakeServerConfig(**{**FAST, **fake})) as server:  # type: ignore[arg-type]
+            result = CliRunner().invoke(main, [*argv, "--base-url", server.base_url])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_run_replay_sends_the_minimal_case_as_an_arm_fail_on_the_fault_pass_on_health(
+    crowd: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "repro"
+    code, stdout, stderr = _repro(crowd, out, CROWD, "--tries", "2")
+    assert code == 0, (stdout, stderr)
+    case = ReproCase.model_validate_json((out / "repro.json").read_text())
+    code, stdout, stderr = _run_replay(out / "repro.json", tmp_path / "bad.json", CROWD)
+    assert code == 1, (stdout, stderr)
+    bad = read_report(tmp_path / "bad.json")
+    assert bad.config.replay == str(out / "repro.json")
+    replay_arm = next(a for a in bad.arms if a.spec.role == "replay")
+    assert sorted(s.session for s in replay_arm.sessions) == sorted(
+        r.session for r in case.requests)
+    assert bad.arms[0].spec.role == "reference" and len(bad.arms[0].sessions) == len(case.requests)
+    kept = [f for f in bad.findings if f.hard and case.kept.session in f.sessions]
+    assert kept and kept[0].arm == replay_arm.spec.name, bad.findings
+    assert bad.verdict.correct is False and bad.verdict.parallel is None
+    assert_judged_alike(bad, tmp_path / "bad.json")
+    code, stdout, stderr = _run_replay(out / "repro.json", tmp_path / "good.json", {})
+    assert code == 0, (stdout, stderr)
+    good = read_report(tmp_path / "good.json")
+    assert good.verdict.outcome is Outcome.PASS and good.verdict.correct is True
+    assert "parallelism not measured" in good.verdict.parallel_reason
+
+
+def test_run_replay_sends_a_whole_wave_with_its_join_triggers(crowd: Path, tmp_path: Path) -> None:
+    """The whole failing step as a case: each joiner waits for its trigger again (it joins
+    streams that are decoding), not for its old offset; against the healthy fake: PASS."""
+    whole = case_from(read_report(crowd))
+    # A trigger on a stream its client hung up (not replayed) goes at its offset instead.
+    firsts = {r.session for r in whole.requests if not r.copy_index}
+    joined = {(r.session, r.copy_index): r.after for r in whole.requests
+              if r.after is not None and set(r.after.sessions) <= firsts}
+    assert any(a.kind == "tokens" for a in joined.values()), "the step has joiners"
+    path = tmp_path / "whole.json"
+    path.write_text(whole.model_dump_json())
+    code, stdout, stderr = _run_replay(path, tmp_path / "whole-verdict.json", {})
+    assert code == 0, (stdout, stderr)
+    report = read_report(tmp_path / "whole-verdict.json")
+    arm = next(a for a in report.arms if a.spec.role == "replay")
+    assert arm.spec.concurrency == whole.concurrency
+    sent = {(s.session, s.situation.copy_index): s.situation
+            for s in arm.sessions if s.situation is not None}
+    for key, after in joined.items():
+        sit = sent[key]
+        assert sit.after == after, (key, sit, after)
+        if after.kind == "tokens" and key[0] not in after.sessions:
+            assert sit.decoding_at_arrival >= 1, (key, sit)
+
+
+def test_run_replay_bad_input_is_one_line(crowd: Path, tmp_path: Path) -> None:
+    case = case_from(read_report(crowd))
+    path = tmp_path / "case.json"
+    path.write_text(case.model_dump_json())
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**json.loads(path.read_text()), "schema_version": "0.9"}))
+    nowhere = case.model_copy(update={"target": case.target.model_copy(update={"base_url": None})})
+    unnamed = tmp_path / "unnamed.json"
+    unnamed.write_text(nowhere.model_dump_json())
+    cases = [
+        (tmp_path / "missing.json", [], "cannot read it"),
+        (crowd, [], "not a repro.json"),
+        (other, [], "schema_version"),
+        (unnamed, [], "names no server"),
+        (path, ["--arms", "serial@1,concurrent@4"], "its case's own requests"),
+        (path, ["--sessions", "4"], "its case's own requests"),
+    ]
+    for given, args, says in cases:
+        out = tmp_path / f"v-{given.stem}-{len(args)}.json"
+        code, _, stderr = _run_replay(given, out, None, *args)
+        assert code == 2 and "replay" in stderr and says in stderr, (given, args, stderr)
+        assert "Traceback" not in stderr and not out.exists()

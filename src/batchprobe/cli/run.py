@@ -58,6 +58,11 @@ _TARGET_OPTIONS = [
     click.option("--base-url", help="OpenAI-compatible server to probe, e.g. http://127.0.0.1:8080"),
     click.option("--engine", help="Engine to launch, NAME[==VERSION] (see `batchprobe engines list`)."),
     click.option("--serve-cmd", help="With --engine serve-cmd: the server argv with {port} and {model}."),
+    click.option("--replay", type=click.Path(path_type=Path),
+                 help="A repro.json (`batchprobe repro` writes it): send its minimal case as one "
+                      "arm, as its wave sent it, then its serial references; against the case's "
+                      "own server unless --base-url or --engine is given. Judged on correctness "
+                      "alone (PASS: every answer right)."),
 ]  # fmt: skip
 # How it is probed (`bisect` probes every version with these too):
 PROBE_OPTIONS = [

@@ -10,7 +10,7 @@ from batchprobe.corpus.registry import (
     default_corpus,
     plugin_cases,
 )
-from batchprobe.corpus.run import case_model, check, run_case
+from batchprobe.corpus.run import case_model, check, run_case, run_options
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -25,4 +25,5 @@ __all__ = [
     "default_corpus",
     "plugin_cases",
     "run_case",
+    "run_options",
 ]

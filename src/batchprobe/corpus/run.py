@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import shutil
+from importlib.resources import files
 from pathlib import Path
+
+from pydantic import JsonValue
 
 from batchprobe.corpus.models import Case, CaseResult, Expectation
 from batchprobe.engines import install
@@ -31,6 +34,16 @@ def case_model(model: str, cache_dir: Path | None = None) -> str:
     build_tiny(family, staging, cache_dir=cache_dir)
     staging.rename(target)
     return str(target)
+
+
+def run_options(case: Case) -> dict[str, JsonValue]:
+    """The case's ``plan_run`` options; ``replay`` (a repro.json) names a file shipped
+    beside the built-in cases, or a path."""
+    given = case.run.get("replay")
+    if not isinstance(given, str) or Path(given).is_absolute():
+        return dict(case.run)
+    shipped = Path(str(files("batchprobe.corpus"))) / "cases" / given
+    return {**case.run, "replay": str(shipped) if shipped.is_file() else given}
 
 
 def check(report: Report, expect: Expectation) -> list[str]:
@@ -81,7 +94,8 @@ def run_case(
     if not output_dir.is_dir():
         raise ConfigError("output_dir", f"{output_dir} is not a folder")
     suffix, expect, options = (
-        ("-default", entry.expect_default, {}) if default_plan else ("", entry.expect, case.run)
+        ("-default", entry.expect_default, {}) if default_plan
+        else ("", entry.expect, run_options(case))
     )
     if expect is None:
         raise ConfigError(

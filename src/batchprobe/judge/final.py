@@ -186,7 +186,7 @@ def final_pass(report: Report) -> None:
     judgement.findings += [floor] if floor is not None else []
     report.verdict = decide(
         report.status, report.arms, report.comparisons, t, report.envelope,
-        report.config.sweep, judgement,
+        report.config.sweep, judgement, replay=report.config.replay is not None,
     )
     report.verdict.reasons += cache_notes(report.arms) + skipped_shapes(report.shapes)
     planned = report.sweep_run is not None

@@ -217,8 +217,10 @@ def decide(
     envelope: Envelope | None = None,
     planned: Sequence[int] | None = None,
     judgement: Judgement | None = None,
+    replay: bool = False,
 ) -> Verdict:
-    """The verdict from the findings (``judgement``; judged here when not given)."""
+    """The verdict from the findings (``judgement``; judged here when not given). A
+    ``replay`` (a reproducer's case sent as an arm) is judged on correctness alone."""
     if judgement is None:
         judgement = judge(arms, comparisons, t)
     findings, judged = judgement.findings, judgement.judged
@@ -249,12 +251,17 @@ def decide(
     reasons += reason_lines([f for f in findings if f.severity == "soft"], "soft: ")
     reasons += reason_lines([f for f in findings if f.severity == "info" and f is not floor],
                             "not judged: ")
-    p = _parallel_from_envelope(envelope, t) if envelope is not None else _parallel(
-        done, comparisons, t)
+    if replay:
+        p = _Parallel(None, "a reproducer's case, replayed (--replay): judged on correctness "
+                            "alone, parallelism not measured")
+    elif envelope is not None:
+        p = _parallel_from_envelope(envelope, t)
+    else:
+        p = _parallel(done, comparisons, t)
     reasons.append(p.why)
     if correct is False or p.parallel is False:
         outcome = Outcome.FAIL
-    elif correct and p.parallel:
+    elif correct and (p.parallel or replay):
         outcome = Outcome.PASS
     else:
         outcome = Outcome.INCONCLUSIVE

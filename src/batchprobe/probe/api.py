@@ -29,6 +29,7 @@ from batchprobe.probe.run import run_probe
 from batchprobe.probe.state import ProbeListener
 from batchprobe.probe.sweep import doubling, parse_sweep
 from batchprobe.results.models import ArmSpec, PromptStyle, Report, RunConfig
+from batchprobe.results.repro import REPRO_SCHEMA_VERSION, ReproCase
 from batchprobe.results.thresholds import Thresholds
 from batchprobe.workload.shapes import default_shapes
 
@@ -42,6 +43,8 @@ class RunPlan:
     config: RunConfig
     provider: EndpointProvider
     output: Path
+    case: ReproCase | None = None
+    """``replay``: the reproducer's case whose requests are the plan."""
 
 
 def _validated(values: dict[str, object]) -> RunConfig:
@@ -145,6 +148,66 @@ def _plan_shape(
     return {"arms": [baseline_arm(managed)], "sweep": depths, "sweep_auto": auto}
 
 
+# What shapes the requests a plan sends: a replay sends its case's own.
+_PLAN_SETTINGS = ("sessions", "haystack_tokens", "max_tokens", "recall_max_tokens", "seed")
+
+
+def read_case(path: Path) -> ReproCase:
+    """A ``repro.json`` (``batchprobe repro`` writes it); ``ConfigError`` on ``replay``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("replay", f"{path}: cannot read it ({exc})") from exc
+    try:
+        return ReproCase.model_validate_json(text)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ConfigError(
+            "replay", f"{path}: not a repro.json of schema {REPRO_SCHEMA_VERSION} "
+            f"(written by `batchprobe repro`): {where}: {first['msg']}"
+        ) from exc
+
+
+@dataclass(frozen=True)
+class _Target:
+    base_url: str | None
+    engine: str | None
+    model: str | None
+    patches: Sequence[str]
+    engine_args: Sequence[str]
+
+
+def _replay_plan(
+    case: ReproCase, given: _Target, served: bool, settings: dict[str, object], shaped: bool
+) -> tuple[_Target, list[ArmSpec], dict[str, object]]:
+    """The target (the case's own unless one is given: ``served``), the arms (the case's
+    wave as one arm at its depth and mode, then its serial references) and the settings."""
+    if shaped or any(k in settings for k in _PLAN_SETTINGS):
+        raise ConfigError("replay", "sends its case's own requests: drop --arms, --sweep, "
+                          "--quick, --shapes, --workloads, --sessions, --haystack-tokens, "
+                          "--max-tokens, --seed")
+    t = case.target
+    target = given
+    if not served and t.engine is not None:
+        target = _Target(None, t.engine, given.model or t.model_arg,
+                         given.patches or t.patches, given.engine_args or t.engine_args)
+    elif not served and t.base_url is not None:
+        target = _Target(t.base_url, None, given.model or t.model, (), ())
+    elif not served:
+        raise ConfigError("replay", "the case names no server: pass --base-url or --engine")
+    managed = target.base_url is None
+    arm = ArmSpec(
+        name=f"replay@{case.concurrency}", concurrency=case.concurrency, role="replay",
+        mode=(case.mode or "batching") if managed else None,
+        prefix_cache=managed and any(r.prefix_cache for r in case.requests),
+    )
+    thresholds = {**case.thresholds.model_dump(),
+                  **{k: settings.pop(k) for k in list(settings) if k in Thresholds.model_fields}}
+    return target, [arm, baseline_arm(managed)], {
+        **settings, "sessions": case.concurrency, "thresholds": thresholds}
+
+
 def plan_run(
     *,
     base_url: str | None = None,
@@ -162,6 +225,7 @@ def plan_run(
     output: Path | str = Path("verdict.json"),
     cache_dir: Path | None = None,
     on_install_step: Callable[[str], None] | None = None,
+    replay: Path | str | None = None,
     **settings: object,
 ) -> RunPlan:
     """Validate a run and decide everything left open; raises ``ConfigError`` naming the field.
@@ -170,8 +234,22 @@ def plan_run(
     on first use). The plan: the serial cold baseline and a sweep doubling to 2 x ``sessions``
     (``sweep``: depths, or ``"auto"``); ``quick`` or ``arms``: a plan of arms instead.
     ``settings``: ``RunConfig`` and ``Thresholds`` fields; the rest take their defaults.
+    ``replay``: a ``repro.json``, sent as one arm against its own target (or the one given)
+    and judged on correctness alone.
     """
     output = Path(output)
+    case = None
+    if replay is not None:
+        case = read_case(Path(replay))
+        shaped = any(x is not None for x in (arms, sweep, workloads, shapes)) or quick
+        target, arms, settings = _replay_plan(
+            case, _Target(base_url, engine, model, patches, engine_args),
+            base_url is not None or engine is not None or serve_cmd is not None,
+            settings, shaped,
+        )
+        base_url, engine, model = target.base_url, target.engine, target.model
+        patches, engine_args = target.patches, target.engine_args
+        prompt_style, settings["replay"] = case.prompt_style, str(replay)
     managed = base_url is None
     if not managed and (engine is not None or serve_cmd is not None or patches or engine_args):
         raise ConfigError(
@@ -191,7 +269,7 @@ def plan_run(
     if not managed:
         config = _validated({**fields, "model": model})
         return RunPlan(config=config, provider=url_provider(config.base_url or "", model),
-                       output=output)
+                       output=output, case=case)
     ref, model_path = engine_target(engine, model, cache_dir)
     style = prompt_style or _STYLE_FOR_API[get_engine(ref.name).capabilities.default_api]
     config = _validated(
@@ -204,9 +282,9 @@ def plan_run(
         ready_timeout=config.ready_timeout_s, patches=patches, engine_args=engine_args,
         serve_cmd=argv, auto_install=engine is None, on_install_step=on_install_step,
     )  # fmt: skip
-    return RunPlan(config=config, provider=provider, output=output)
+    return RunPlan(config=config, provider=provider, output=output, case=case)
 
 
 def run_plan(plan: RunPlan, listener: ProbeListener | None = None) -> Report:
     """Probe every arm of ``plan``; the verdict file at ``plan.output`` is always left valid."""
-    return run_probe(plan.config, plan.output, plan.provider, listener)
+    return run_probe(plan.config, plan.output, plan.provider, listener, plan.case)

@@ -14,6 +14,9 @@ CACHED_SHAPES = frozenset({"repeat", "conversation"})
 
 
 def wants_cache(config: RunConfig) -> bool:
+    """A plan of shapes with a cached wave (a replay's arm says its own cache)."""
+    if config.replay is not None:
+        return False
     return config.shapes is None or bool(CACHED_SHAPES & set(config.shapes))
 
 

@@ -36,9 +36,10 @@ from batchprobe.results.models import (
     RunError,
     Status,
 )
+from batchprobe.results.repro import ReproCase
 from batchprobe.send.arm import ArmContext, generates, warm_up
 from batchprobe.send.clients import arm_client, client_health
-from batchprobe.send.waves import run_waves
+from batchprobe.send.waves import run_mixed_wave, run_waves, sends_alone
 
 
 class ProbeRun(RunState):
@@ -47,9 +48,10 @@ class ProbeRun(RunState):
     state (``probe.state``), not this class."""
 
     def __init__(
-        self, config: RunConfig, output: Path, provider: EndpointProvider, listener: ProbeListener
+        self, config: RunConfig, output: Path, provider: EndpointProvider,
+        listener: ProbeListener, case: ReproCase | None = None,
     ) -> None:
-        super().__init__(config, output, provider, listener)
+        super().__init__(config, output, provider, listener, case)
         self.sweep: Sweep | None = None
         self.pressure: PressureWave | None = None
 
@@ -66,14 +68,19 @@ class ProbeRun(RunState):
                 await sender.loop_lag()  # the arm's window starts here
                 if rounds is None:
                     self.listener.arm_started(arm, _requests(ctx, arm.spec))
-                    wall = await run_waves(sender, arm, ctx)
+                    if arm.spec.role == "reference" and self.config.base_url is not None:
+                        # After the replay, on the same server: a fresh nonce keeps it cold.
+                        ctx = dataclasses.replace(ctx, nonce=secrets.token_hex(4))
+                    send = run_mixed_wave if arm.spec.role == "replay" else run_waves
+                    wall = await send(sender, arm, ctx)
                 else:
                     wall = await self._rounds(sender, arm, ctx, rounds)
                 arm.metrics = arm_metrics(arm.sessions, wall)
                 self.client_health(arm, await client_health(sender, arm, procs, ctx.thresholds))
-            if arm.spec.concurrency > 1:
+            if not sends_alone(arm.spec):
                 t = self.config.thresholds
-                await replay_wrong(client, arm, ctx, self.report.arms, t, [ctx.plans], mixed=False)
+                await replay_wrong(client, arm, ctx, self.report.arms, t, [ctx.plans],
+                                   mixed=arm.spec.role == "replay")
             arm.server_alive_after = await generates(client, arm.spec.name, ctx)
         if ep.is_alive is not None and not ep.is_alive():
             arm.server_alive_after = False
@@ -215,7 +222,7 @@ def _warnings(report: Report) -> None:
 
 
 def _requests(ctx: ArmContext, spec: ArmSpec) -> int:
-    if spec.concurrency == 1:
+    if sends_alone(spec):
         return len(ctx.items)
     return sum(len(plan.sends) for plan in ctx.plans)
 
@@ -230,9 +237,11 @@ def run_probe(
     output: Path,
     provider: EndpointProvider,
     listener: ProbeListener | None = None,
+    case: ReproCase | None = None,
 ) -> Report:
-    """Run every arm of ``config``; the verdict file at ``output`` is always left valid."""
-    run = ProbeRun(config, output, provider, listener or QuietListener())
+    """Run every arm of ``config`` (``case``: the requests of ``run --replay``); the verdict
+    file at ``output`` is always left valid."""
+    run = ProbeRun(config, output, provider, listener or QuietListener(), case)
     run.save()
     status, error = Status.ERROR, None
     with signals_as_interrupt() as run.interrupts:
@@ -247,6 +256,11 @@ def run_probe(
                 run.pressure.launch()
                 run.references()
                 run.sweep.after_references(run.judgement)
+            else:
+                # A plan's own reference arm (a replay's) runs after the arms it serves.
+                for spec in config.arms:
+                    if spec.role == "reference":
+                        run.run_arm(spec)
             status = Status.OK
         except BatchprobeError as exc:
             status, error = status_for(exc), RunError(message=str(exc))

@@ -33,10 +33,13 @@ from batchprobe.results.models import (
     RunConfig,
     SessionResult,
 )
+from batchprobe.results.repro import ReproCase
 from batchprobe.results.writer import write_report
 from batchprobe.send.arm import ArmContext
 from batchprobe.send.clients import auto_procs
 from batchprobe.send.items import Plans, build_plans
+from batchprobe.send.replay import plans_for
+from batchprobe.send.waves import sends_alone
 from batchprobe.workload.haystack import DEFAULT_CHARS_PER_TOKEN
 from batchprobe.workload.shapes import ShapePlan
 from batchprobe.workload.shapes.params import TOP_LOGPROBS
@@ -120,9 +123,12 @@ class RunState:
     """A run's shared state and the helpers every stage uses on it."""
 
     def __init__(
-        self, config: RunConfig, output: Path, provider: EndpointProvider, listener: ProbeListener
+        self, config: RunConfig, output: Path, provider: EndpointProvider,
+        listener: ProbeListener, case: ReproCase | None = None,
     ) -> None:
         self.config = config
+        self.case = case
+        """``run --replay``: the case whose requests are the plan."""
         self.output = output
         self.provider = provider
         self.listener = listener
@@ -172,25 +178,33 @@ class RunState:
         score(session, item, self.report.planted)
 
     async def _build_context(self, client: OpenAIClient, props: JsonValue | None) -> ArmContext:
-        cfg = self.config
+        cfg, case = self.config, self.case
         extra: dict[str, JsonValue] = {}
         if self.report.environment.server_kind == LLAMA_CPP:
             extra["cache_prompt"] = False
-        plans = self.plans = await build_plans(cfg, self.report.run_id, client, extra, props)
+        sending = case.sending if case is not None else Sending(request_seed=cfg.request_seed)
+        if case is not None:
+            # The case's requests, with its bodies: its run id stays in their prompts.
+            extra = {**{k: v for k, v in sending.extra_body.items() if k != "cache_prompt"},
+                     **extra}
+            plans = self.plans = Plans(plans=plans_for(case.requests))
+            self.report.planted = case.planted.model_copy(deep=True)
+        else:
+            plans = self.plans = await build_plans(cfg, self.report.run_id, client, extra, props)
         self.report.warnings += plans.warnings
         self.report.shapes = plans.status
         ctx = ArmContext(
-            run_id=self.report.run_id,
+            run_id=case.run_id if case is not None else self.report.run_id,
             prompt_style=cfg.prompt_style,
-            request_seed=cfg.request_seed,
+            request_seed=sending.request_seed,
             liveness_timeout_s=cfg.liveness_timeout_s,
             thresholds=cfg.thresholds,
             plans=plans.plans,
             extra_body=extra,
-            logprobs=0 if cfg.logprobs else None,
+            logprobs=0 if cfg.logprobs else sending.logprobs,
             reference_logprobs=(
                 TOP_LOGPROBS if plans.shape_ctx is not None and plans.shape_ctx.logprobs_returned
-                else None
+                else sending.reference_logprobs
             ),
             on_session=self._on_session,
             record=self._record,
@@ -213,7 +227,7 @@ class RunState:
                 item
                 for spec in cfg.arms
                 for item in (
-                    [i for p in plans.plans for i in p.items] if spec.concurrency == 1
+                    [i for p in plans.plans for i in p.items] if sends_alone(spec)
                     else [x.item for p in plans.plans for x in p.sends]
                 )
             ]

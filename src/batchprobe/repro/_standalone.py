@@ -2,7 +2,8 @@
 """A batching bug, reproduced: these requests, sent this way, get a wrong answer.
 
 Written by `batchprobe repro`; standard library only (Python 3.9 or later). It sends each
-request at its offset, streamed, to --base-url (the server it was found on by default), and
+request as the run did (at its offset, or once the requests it waited for had streamed so far,
+ended or gone out), streamed, to --base-url (the server it was found on by default), and
 checks every answer as batchprobe's judge would: its own needle (and no other session's),
 its count, its length, no error. It prints "BUG: ..." with the evidence and exits 1, or "OK"
 and exits 0.
@@ -20,6 +21,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from typing import Any
 
 CASE: dict[str, Any] = json.loads("{}")  # batchprobe: the case
@@ -27,7 +29,8 @@ CASE: dict[str, Any] = json.loads("{}")  # batchprobe: the case
 _SEPARATORS = re.compile(r"[\s\-_.,'\"`]")
 
 
-def _stream(url: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+def _stream(url: str, body: dict[str, Any], timeout: float,
+            on_chunk: Callable[[], None]) -> dict[str, Any]:
     """One streamed request: its text, finish reason and error, read as the server sent it."""
     data = json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
@@ -48,8 +51,11 @@ def _stream(url: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
                     if choice.get("index", 0) != 0:
                         continue
                     delta = choice.get("delta") or {}
-                    text.append(delta.get("content") or choice.get("text") or "")
+                    piece = delta.get("content") or choice.get("text") or ""
+                    text.append(piece)
                     finish = choice.get("finish_reason") or finish
+                    if piece:
+                        on_chunk()
     except urllib.error.HTTPError as exc:
         error = f"HTTP {exc.code}: {exc.read()[:200]!r}"
     except (OSError, ValueError) as exc:
@@ -109,28 +115,60 @@ def _continued(body: dict[str, Any], before: dict[str, Any], answer: str,
     return dict(body, prompt=before["prompt"] + answer + tail)
 
 
+class _Wave:
+    """Who has gone out, how far each has streamed, who has ended: what a request waits for."""
+
+    def __init__(self, n: int) -> None:
+        self.started, self.chunks, self.done = [False] * n, [0] * n, [False] * n
+        self.changed = threading.Condition()
+
+    def mark(self, what: str, index: int) -> None:
+        with self.changed:
+            if what == "chunk":
+                self.chunks[index] += 1
+            else:
+                getattr(self, what)[index] = True
+            self.changed.notify_all()
+
+    def _met(self, request: dict[str, Any]) -> bool:
+        if not all(self.done[j] for j in request["phase_after"]):
+            return False
+        after = request["after"]
+        if after is None:
+            return True
+        if after["kind"] == "start":
+            return all(self.started[j] or self.done[j] for j in after["requests"])
+        if after["kind"] == "finish":
+            return all(self.done[j] for j in after["requests"])
+        return all(self.done[j] or self.chunks[j] >= after["tokens"] for j in after["requests"])
+
+    def wait(self, request: dict[str, Any]) -> None:
+        with self.changed:
+            self.changed.wait_for(lambda: self._met(request))
+
+
 def run_once(base_url: str, model: str | None, timeout: float) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     requests = CASE["requests"]
     answers: list[Any] = [None] * len(requests)
     bodies: list[Any] = [None] * len(requests)
-    done = [threading.Event() for _ in requests]
-    start = time.monotonic()
+    wave = _Wave(len(requests))
 
     def send(index: int, request: dict[str, Any]) -> None:
-        body = dict(request["body"])
-        if request["continues"] is not None:
-            before = request["continues"]
-            done[before].wait()
-            body = _continued(body, bodies[before], answers[before]["text"], request["tail"])
-        else:
-            time.sleep(max(0.0, start + request["offset_s"] - time.monotonic()))
-        if model is not None:
-            body["model"] = model
-        bodies[index] = body
         try:
-            answers[index] = _stream(base_url.rstrip("/") + request["path"], body, timeout)
+            wave.wait(request)
+            time.sleep(request["delay_s"])
+            body = dict(request["body"])
+            if request["continues"] is not None:
+                before = request["continues"]
+                body = _continued(body, bodies[before], answers[before]["text"], request["tail"])
+            if model is not None:
+                body["model"] = model
+            bodies[index] = body
+            wave.mark("started", index)
+            answers[index] = _stream(base_url.rstrip("/") + request["path"], body, timeout,
+                                     lambda: wave.mark("chunk", index))
         finally:
-            done[index].set()
+            wave.mark("done", index)
 
     threads = [threading.Thread(target=send, args=(i, r)) for i, r in enumerate(requests)]
     for thread in threads:

@@ -1,8 +1,8 @@
 """Replaying a case: its requests sent as the wave sent them, and judged by the run's judge.
 
-Each request goes out at its offset after the replay's start (so the ones that were in
-flight together are again), over its own request path, with the prefix cache as the wave
-had it. The answers are scored against the case's planted needles and counts and judged
+Each request goes out as the wave sent it (``send.replay``: its phase, its join trigger,
+else its offset after the replay's start, so the ones that were in flight together are
+again), over its own request path, with the prefix cache as the wave had it. The answers are scored against the case's planted needles and counts and judged
 against the case's serial references with ``judge.judge.judge_arm``: the same function the
 run's final pass calls, so "the failure came back" means what the verdict meant.
 """
@@ -23,8 +23,9 @@ from batchprobe.results.findings import Finding
 from batchprobe.results.items import WorkItem
 from batchprobe.results.sessions import SessionResult
 from batchprobe.send.arm import ArmContext
+from batchprobe.send.replay import plans_for
 from batchprobe.send.waves import run_mixed_wave
-from batchprobe.workload.shapes import AfterFinish, Send, ShapePlan
+from batchprobe.workload.shapes import ShapePlan
 
 
 @dataclass
@@ -44,39 +45,6 @@ class Replay:
         return next((s for s in self.arm.sessions if s.session == case.kept.session), None)
 
 
-def _sent(r: ReproRequest, sessions: set[int]) -> WorkItem:
-    """What ``r`` sends: a later turn whose turn before is sent too is built from that one's
-    answer in this replay, as the run built it; any other goes out exactly as it did."""
-    turn = r.item.turn
-    if r.planned is not None and turn is not None and turn.continues in sessions:
-        return r.planned
-    if turn is None or turn.continues is None:
-        return r.item
-    return r.item.model_copy(update={"turn": turn.model_copy(update={"continues": None})})
-
-
-def _send(r: ReproRequest, sessions: set[int]) -> Send:
-    """At its offset; a turn built from the turn before, once that one has finished (as the
-    conversation shape sends it)."""
-    item = _sent(r, sessions)
-    if item is r.planned and item.turn is not None and item.turn.continues is not None:
-        return Send(item, copy_index=r.copy_index, after=AfterFinish(item.turn.continues))
-    return Send(item, copy_index=r.copy_index, delay_s=r.offset_s)
-
-
-def _plans(requests: list[ReproRequest]) -> list[ShapePlan]:
-    """One plan for the requests sent cold, one for those sent with the prefix cache."""
-    sessions = {r.session for r in requests}
-    plans = []
-    for cached in (False, True):
-        mine = [r for r in requests if r.prefix_cache is cached]
-        if mine:
-            sends = [_send(r, sessions) for r in mine]
-            items = [x.item for x in sends if not x.copy_index]
-            plans.append(ShapePlan("repro", items, sends, prefix_cache=cached))
-    return plans
-
-
 def reference_arm(case: ReproCase) -> ArmResult:
     """The case's serial references as the arm the judge reads them from."""
     return ArmResult(spec=ArmSpec(name="references", concurrency=1, role="reference"),
@@ -87,7 +55,7 @@ def repro_spec(case: ReproCase) -> ArmSpec:
     """The arm a replay is: the failing wave's depth (a serial arm's requests ask for what
     its serial requests asked for)."""
     return ArmSpec(name="repro", concurrency=case.concurrency, depth=case.concurrency,
-                   role="step")
+                   role="replay")
 
 
 def send_context(case: ReproCase, plans: list[ShapePlan] | None = None,
@@ -116,7 +84,7 @@ async def replay(client: OpenAIClient, case: ReproCase, requests: list[ReproRequ
     def record(s: SessionResult, item: WorkItem, planned: WorkItem) -> None:
         score(s, item, case.planted)
 
-    ctx = send_context(case, _plans(requests), record, secrets.token_hex(4) if nonce else None)
+    ctx = send_context(case, plans_for(requests), record, secrets.token_hex(4) if nonce else None)
     await run_mixed_wave(client, arm, ctx)
     arm.state = "done"
     found = judge_arm(arm, False, references([reference_arm(case)]), case.thresholds).findings

@@ -118,7 +118,7 @@ class _Server:
         self.stack.close()
         spec = ArmSpec(name="repro", concurrency=self.case.concurrency,
                        depth=self.case.concurrency, mode=self.case.mode or "batching",
-                       role="step", prefix_cache=self.cached)
+                       role="replay", prefix_cache=self.cached)
         ep = self.stack.enter_context(self.provider(spec))
         self.base_url, self.model = ep.base_url, ep.model
         self.command = list(ep.process.argv) if ep.process is not None else None

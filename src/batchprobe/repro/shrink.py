@@ -174,7 +174,8 @@ def _plain(r: ReproRequest) -> ReproRequest | None:
 
 async def shrink(s: Shrinker) -> list[ReproRequest]:
     """The smallest case that still fails: requests dropped, then shortened (prompts, then
-    max_tokens, again while either gets shorter), then sent all at once, then stripped of
+    max_tokens, again while either gets shorter), then sent all at once (no offsets, phases
+    or join triggers), then stripped of
     parameters (the failing request keeps its own)."""
     requests = await drop_requests(s, list(s.case.requests))
     trimmed = _trimmer(s.case)
@@ -184,7 +185,8 @@ async def shrink(s: Shrinker) -> list[ReproRequest]:
         if shorter == requests:
             break
         requests = shorter
-    at_once = [r.model_copy(update={"offset_s": 0.0}) for r in requests]
+    at_once = [r.model_copy(update={"offset_s": 0.0, "phase": 0, "after": None, "delay_s": 0.0})
+               for r in requests]
     if at_once != requests and await s.fails(at_once, "all sent at once"):
         requests = at_once
     kept = s.case.kept.session

@@ -17,7 +17,9 @@ from batchprobe.repro.replay import reference_arm, repro_spec, send_context
 from batchprobe.repro.shrink import Step
 from batchprobe.results.bisect import BisectReport
 from batchprobe.results.sessions import SessionResult
+from batchprobe.send.replay import plans_for
 from batchprobe.send.waves import request_for
+from batchprobe.workload.shapes import AfterFinish, AfterStart, AfterTokens
 
 _TEMPLATE = Path(__file__).with_name("_standalone.py")
 _CASE_LINE = 'CASE: dict[str, Any] = json.loads("{}")  # batchprobe: the case'
@@ -70,13 +72,37 @@ def _expected(case: ReproCase, r: ReproRequest) -> str:
     return "; ".join(said) or "what its serial reference answered, with no error"
 
 
+def _schedule(requests: list[ReproRequest]) -> list[dict[str, Any]]:
+    """When each request goes out, as a replay sends it (``replay.plans_for``): the requests
+    of its shape's earlier phases that must have ended, the trigger it waits for (indices
+    into the list), then its delay."""
+    index = {(r.session, r.copy_index): i for i, r in enumerate(requests)}
+    firsts = {r.session: i for i, r in enumerate(requests) if not r.copy_index}
+    when: list[dict[str, Any]] = [{} for _ in requests]
+    for plan in plans_for(requests):
+        for x in plan.sends:
+            earlier = [index[(y.item.session, y.copy_index)] for y in plan.sends
+                       if y.phase < x.phase]
+            after: dict[str, Any] | None = None
+            if isinstance(x.after, AfterTokens):
+                after = {"kind": "tokens", "requests": [firsts[s] for s in x.after.sessions],
+                         "tokens": x.after.tokens}
+            elif isinstance(x.after, (AfterFinish, AfterStart)):
+                kind = "finish" if isinstance(x.after, AfterFinish) else "start"
+                after = {"kind": kind, "requests": [firsts[x.after.session]], "tokens": 0}
+            when[index[(x.item.session, x.copy_index)]] = {
+                "phase_after": earlier, "after": after, "delay_s": x.delay_s}
+    return when
+
+
 def script_case(case: ReproCase, requests: list[ReproRequest], base_url: str | None) -> dict[str, Any]:
     """The data ``repro.py`` embeds: each request's exact body, path and offset, and what its
     answer must hold."""
     ctx, spec = send_context(case), repro_spec(case)
     sent = []
     sessions = [r.session for r in requests]
-    for r in requests:
+    when = _schedule(requests)
+    for n, r in enumerate(requests):
         request = request_for(r.item, r.copy_index, spec, ctx, r.prefix_cache)
         text = r.item.prompt + "".join(m.content for m in r.item.history)
         turn = r.planned.turn if r.planned is not None else None
@@ -86,7 +112,7 @@ def script_case(case: ReproCase, requests: list[ReproRequest], base_url: str | N
             "session": r.session,
             "path": PATHS[request.api],
             "body": request_body(request, case.target.model),
-            "offset_s": r.offset_s,
+            **when[n],
             "continues": None if continues is None else sessions.index(continues),
             "tail": r.planned.prompt if continues is not None and r.planned is not None else None,
             "sent_codes": [c for c in case.planted.codes.values() if c in text],
@@ -106,16 +132,28 @@ def script(data: dict[str, Any]) -> str:
     return text.replace(_CASE_LINE, f"CASE: dict[str, Any] = json.loads({json.dumps(data)!r})", 1)
 
 
+def _when(requests: list[ReproRequest], when: dict[str, Any]) -> str:
+    """When a request went out, in words."""
+    said = []
+    if when["phase_after"]:
+        ended = sorted({requests[j].session for j in when["phase_after"]})
+        said.append(f"once {', '.join(map(str, ended))} ended")
+    after = when["after"]
+    if after is not None:
+        names = ", ".join(str(requests[j].session) for j in after["requests"])
+        said.append({"tokens": f"once {names} streamed {after['tokens']} chunk(s)",
+                     "finish": f"once {names} ended", "start": f"once {names} went out"
+                     }[after["kind"]])
+    delay = f"{when['delay_s']:.3f} s"
+    return ", ".join(said) + (f", then {delay}" if when["delay_s"] else "") if said else delay
+
+
 def _requests_table(requests: list[ReproRequest], kept: int) -> list[str]:
-    sessions = {r.session for r in requests}
     lines = ["| session | path | sent | max_tokens | parameters | what it is |",
              "| --- | --- | --- | --- | --- | --- |"]
-    for r in requests:
+    for r, when in zip(requests, _schedule(requests)):
         what = "the failing request" if r.session == kept else r.item.role or r.item.shape
-        turn = r.planned.turn if r.planned is not None else None
-        when = (f"once {turn.continues} ends (its prompt continues that turn and its answer)"
-                if turn is not None and turn.continues in sessions else f"{r.offset_s:.3f} s")
-        lines.append(f"| {r.session} | {r.item.api or 'run default'} | {when} | "
+        lines.append(f"| {r.session} | {r.item.api or 'run default'} | {_when(requests, when)} | "
                      f"{r.item.max_tokens} | {r.item.params.describe()} | {what} |")
     return lines
 

@@ -30,11 +30,12 @@ class ArmSpec(_Model):
     depth: int | None = Field(
         default=None, description="The sweep step this arm belongs to (sweep@N, references@N)."
     )
-    role: Literal["arm", "step", "reference", "pressure"] = Field(
+    role: Literal["arm", "step", "reference", "pressure", "replay"] = Field(
         default="arm",
         description="arm: a planned arm; step: a sweep step (all its shapes in one wave); "
         "reference: a serial pass whose sessions are references, like the baseline's; "
-        "pressure: the wave past the KV pool, after the sweep.",
+        "pressure: the wave past the KV pool, after the sweep; replay: a reproducer's case "
+        "sent as its wave sent it (`run --replay`, `repro`), at any depth.",
     )
     kv_tokens: int | None = Field(
         default=None, description="A managed engine launched with a KV pool of this many tokens."

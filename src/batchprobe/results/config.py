@@ -124,6 +124,11 @@ class RunConfig(_Model):
         "state it): the pressure wave after the sweep fills it past 125%.",
     )
     thresholds: Thresholds = Field(default_factory=Thresholds)
+    replay: str | None = Field(
+        default=None,
+        description="run --replay: the repro.json whose minimal case this run sent as an arm "
+        "(then the serial references of its requests), judged for correctness only.",
+    )
     client_procs: int | None = Field(
         default=None,
         ge=1,

@@ -35,6 +35,17 @@ class Departure(_Model):
     in_flight: int = Field(description="Requests still in flight after it left.")
 
 
+class SentAfter(_Model):
+    """What a request of a wave waited for before it went out (its shape's join trigger)."""
+
+    kind: Literal["tokens", "finish", "start"] = Field(
+        description="tokens: each of sessions had streamed tokens chunks (or ended); finish: "
+        "the session's first send ended; start: it went out."
+    )
+    sessions: list[int]
+    tokens: int | None = Field(default=None, description="tokens: the chunks each had streamed.")
+
+
 class Situation(_Model):
     """Where a request stood in its wave: what a failure is read against."""
 
@@ -42,6 +53,14 @@ class Situation(_Model):
     api: Literal["completions", "chat"]
     copy_index: int = Field(default=0, description="repeat: 0 first send, 1 and on the same item again")
     arrival_s: float = Field(description="Seconds after its wave started.")
+    phase: int = Field(
+        default=0, description="Its phase in its shape's wave: a phase starts once the one "
+        "before has ended."
+    )
+    after: SentAfter | None = Field(
+        default=None, description="The trigger it waited for, within its phase."
+    )
+    delay_s: float = Field(default=0.0, description="How long after its trigger it went out.")
     in_flight_at_arrival: int = Field(description="Other requests of the arm in flight, decoding or not.")
     decoding_at_arrival: int = Field(description="Of those, how many had streamed a token.")
     departures: list[Departure] = Field(

@@ -18,7 +18,13 @@ from batchprobe.client.types import CompletionRequest, RequestRecord
 from batchprobe.errors import EngineStalled
 from batchprobe.results.items import WorkItem
 from batchprobe.results.models import ArmResult, ArmSpec
-from batchprobe.results.shapes import MAX_DEPARTURES, Departure, Situation, WaveResult
+from batchprobe.results.shapes import (
+    MAX_DEPARTURES,
+    Departure,
+    SentAfter,
+    Situation,
+    WaveResult,
+)
 from batchprobe.send.arm import TIMEOUTS, ArmContext, answers_nothing, to_session
 from batchprobe.send.load import InFlight
 from batchprobe.workload.constraints import request_fields
@@ -227,6 +233,17 @@ def request_for(item: WorkItem, copy_index: int, arm: ArmSpec, ctx: ArmContext, 
     )
 
 
+def _sent_after(trigger: Trigger | None) -> SentAfter | None:
+    """A trigger as the verdict file keeps it (``repro`` replays it)."""
+    if isinstance(trigger, AfterTokens):
+        return SentAfter(kind="tokens", sessions=list(trigger.sessions), tokens=trigger.tokens)
+    if isinstance(trigger, AfterFinish):
+        return SentAfter(kind="finish", sessions=[trigger.session])
+    if isinstance(trigger, AfterStart):
+        return SentAfter(kind="start", sessions=[trigger.session])
+    return None
+
+
 async def _send(
     client: Completer,
     arm: ArmResult,
@@ -267,6 +284,9 @@ async def _send(
         api=request.api,
         copy_index=send.copy_index,
         arrival_s=round(arrival, 4),
+        phase=send.phase,
+        after=_sent_after(send.after),
+        delay_s=send.delay_s,
         in_flight_at_arrival=in_flight,
         decoding_at_arrival=decoding,
         departures=state.departures,
@@ -317,6 +337,12 @@ async def _still_generating(
     )
 
 
+def sends_alone(spec: ArmSpec) -> bool:
+    """A serial arm sends each item once, alone and cold (the references); a replay sends
+    its case as the wave did, at any depth."""
+    return spec.concurrency == 1 and spec.role != "replay"
+
+
 async def _phases(
     client: Completer,
     arm: ArmResult,
@@ -327,9 +353,9 @@ async def _phases(
     limit: asyncio.Semaphore,
 ) -> None:
     """One plan's sends, phase after phase; ``wave`` None: a fresh one per phase."""
-    serial = arm.spec.concurrency == 1
-    # Serial arms are the cold references; only a concurrent repeat or conversation wave runs
-    # with the cache.
+    serial = sends_alone(arm.spec)
+    # Serial arms are the cold references; only a concurrent repeat or conversation wave (or
+    # a replay of one, at any depth) runs with the cache.
     cached = plan.prefix_cache and not serial
     sends = [Send(i) for i in plan.items] if serial else plan.sends
     turns = _Turns()
@@ -350,7 +376,7 @@ def _wave_result(
 ) -> WaveResult:
     mine = set(plan.sessions)
     done = [s for s in arm.sessions if s.shape == plan.shape and s.session in mine]
-    cached = plan.prefix_cache and arm.spec.concurrency > 1
+    cached = plan.prefix_cache and not sends_alone(arm.spec)
     reported = [s.cached_tokens for s in done if s.cached_tokens is not None]
     return WaveResult(
         shape=plan.shape,
