@@ -125,7 +125,10 @@ def test_run_replay_sends_the_minimal_case_as_an_arm_fail_on_the_fault_pass_on_h
     code, stdout, stderr = _repro(crowd, out, CROWD, "--tries", "2")
     assert code == 0, (stdout, stderr)
     case = ReproCase.model_validate_json((out / "repro.json").read_text())
-    code, stdout, stderr = _run_replay(out / "repro.json", tmp_path / "bad.json", CROWD)
+    # A slower first token: the case's requests are all in flight before it, however loaded
+    # the machine (the fault needs 3 at once).
+    code, stdout, stderr = _run_replay(out / "repro.json", tmp_path / "bad.json",
+                                       {**CROWD, "ttft_ms": 150.0})
     assert code == 1, (stdout, stderr)
     bad = read_report(tmp_path / "bad.json")
     assert bad.config.replay == str(out / "repro.json")

@@ -96,8 +96,8 @@ def _build_config(**values: object) -> FakeServerConfig:
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="The fault fires only in every this-many-th busy period (idle to idle): a wave "
-    "replayed that many times shows it once.",
+    help="The fault fires only on every this-many-th sending of the same prompt (its run id "
+    "aside): a wave replayed that many times shows it once.",
 )
 @click.option(
     "--exit-after",

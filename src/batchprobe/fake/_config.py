@@ -172,8 +172,9 @@ class FakeServerConfig(BaseModel):
     than the rest): the smallest wave that sets it off is three requests."""
 
     fault_every: int = Field(default=1, ge=1)
-    """The fault fires only in every ``fault_every``-th busy period (from idle to idle): a
-    wave replayed ``fault_every`` times shows it once (a flaky failure)."""
+    """The fault fires only on every ``fault_every``-th sending of the same prompt (its run
+    id aside, where a replay may put a fresh nonce): a wave replayed ``fault_every`` times
+    shows it once (a flaky failure)."""
 
     fault_above: int = Field(default=1, ge=0)
     """With ``fault_when="above"``: the fault hits requests that arrive while more than this

@@ -12,6 +12,7 @@ import asyncio
 import bisect
 import contextlib
 import hashlib
+import re
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ from batchprobe.fake._tokens import Vocabulary
 from batchprobe.fake._turns import TurnMemory
 
 StopReason = Literal["requested", "exit_after"]
+# The run id a batchprobe prompt opens with ("[run 3f2a9c1e session 4] ..."), where a
+# replay may put a fresh nonce.
+RUN_ID = re.compile(r"\[run (\S+) session ")
 # Requests a busy period remembers at most (repeat and cross_talk look back over it).
 PERIOD_LIMIT = 8192
 # Prompts wrong_resend remembers over the server's life (16 bytes each); then it starts over.
@@ -66,6 +70,8 @@ class Flight:
     """Its reply is complete but for its last bytes (see ``ServerState.finish``)."""
     resent: bool = False
     """wrong_resend: the server received this prompt before, in its lifetime."""
+    sending: int = 1
+    """``fault_every``: the how-many-th time its prompt came (its run id aside)."""
     hung_up: bool = False
     """Its client closed the connection before the reply's end."""
     connection: asyncio.BaseTransport | None = None
@@ -88,8 +94,8 @@ class ServerState:
         self._inflight: dict[int, Flight] = {}
         # The busy period: every request since the server was last idle, in arrival order.
         self._period: list[Flight] = []
-        self._periods = 0
-        """Busy periods begun so far (``fault_every``)."""
+        self._sendings: Counter[bytes] = Counter()
+        """How often each prompt came, its run id aside (``fault_every``)."""
         # The same requests filed by their prompt's head (see _triggers.HEAD).
         self._period_heads: dict[str, list[Flight]] = {}
         self._next_seq = 0
@@ -142,8 +148,6 @@ class ServerState:
         its departure from the batch, however the reply ended. ``connection``: its client's,
         whose close (a hang-up) takes it out of the load a later arrival sees."""
         self._notice_hang_ups()
-        if not self._inflight:
-            self._periods += 1
         self._unfinished += 1
         hung_up = self._hung_up_unfinished()
         flight = Flight(
@@ -161,6 +165,8 @@ class ServerState:
             flight.lengths_at_arrival = (min(self._lengths), max(self._lengths))
         if self.config.fault == "wrong_resend":
             flight.resent = self._seen_before(gen.prompt)
+        if self.config.fault_every > 1:
+            flight.sending = self._sending(gen.prompt)
         self._next_seq += 1
         self._inflight[flight.seq] = flight
         self._remember(flight)
@@ -275,7 +281,7 @@ class ServerState:
             return False
         if config.fault == "flip_once" and (self.flipped or not checkable(flight.gen, flight.code)):
             return False
-        if self._periods % config.fault_every:
+        if flight.sending % config.fault_every:
             return False
         return self._when(flight)
 
@@ -336,6 +342,15 @@ class ServerState:
             return True
         self._cache.add(key)
         return False
+
+    def _sending(self, prompt: str) -> int:
+        """Count ``prompt`` (its run id aside: a replay may put a fresh nonce there); the
+        how-many-th time it came."""
+        key = hashlib.blake2b(RUN_ID.sub("[run session ", prompt).encode(), digest_size=16)
+        if len(self._sendings) >= SENT_LIMIT:
+            self._sendings.clear()
+        self._sendings[key.digest()] += 1
+        return self._sendings[key.digest()]
 
     def _seen_before(self, prompt: str) -> bool:
         """Remember ``prompt``; True when the server had received it before."""
