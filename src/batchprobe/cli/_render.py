@@ -44,6 +44,7 @@ from batchprobe._safe import console_text
 from batchprobe.cli._plan import RunPlan
 from batchprobe.judge.checks import arm_correct, run_checks
 from batchprobe.probe.state import PlanSummary
+from batchprobe.probe.state import QuietListener as LibraryQuiet
 from batchprobe.report.console import escape
 from batchprobe.results.findings import Finding
 from batchprobe.results.models import ArmResult, Report, RunConfig, SessionResult
@@ -299,8 +300,8 @@ class RichListener:
             self.note(line)
 
 
-class QuietListener:
-    """``--progress off``."""
+class QuietListener(LibraryQuiet):
+    """``--progress off``: the library's quiet listener, with what the CLI calls besides."""
 
     def __enter__(self) -> Self:
         return self
@@ -312,24 +313,6 @@ class QuietListener:
         pass
 
     def note(self, text: str) -> None:
-        pass
-
-    def plan_ready(self, summary: PlanSummary) -> None:
-        pass
-
-    def phase(self, name: str, requests: int) -> None:
-        pass
-
-    def arm_started(self, arm: ArmResult, total: int) -> None:
-        pass
-
-    def session_done(self, arm: ArmResult, session: SessionResult) -> None:
-        pass
-
-    def arm_finished(self, arm: ArmResult, findings: Sequence[Finding], awaiting: int) -> None:
-        pass
-
-    def judged(self, report: Report) -> None:
         pass
 
 

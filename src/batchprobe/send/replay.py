@@ -30,6 +30,17 @@ def _sent(r: ReproRequest, sessions: set[int]) -> WorkItem:
     return r.item.model_copy(update={"turn": turn.model_copy(update={"continues": None})})
 
 
+def sent_after(trigger: Trigger | None) -> SentAfter | None:
+    """A trigger as the verdict file keeps it (``_trigger`` reads it back)."""
+    if isinstance(trigger, AfterTokens):
+        return SentAfter(kind="tokens", sessions=list(trigger.sessions), tokens=trigger.tokens)
+    if isinstance(trigger, AfterFinish):
+        return SentAfter(kind="finish", sessions=[trigger.session])
+    if isinstance(trigger, AfterStart):
+        return SentAfter(kind="start", sessions=[trigger.session])
+    return None
+
+
 def _trigger(after: SentAfter | None, firsts: set[int]) -> Trigger | None:
     """The join trigger as recorded, on the sessions it names whose first send is sent too
     and not after it (None when none is: the request then goes at its offset)."""
@@ -71,9 +82,8 @@ def plans_for(requests: list[ReproRequest]) -> list[ShapePlan]:
         first_phase = min(r.phase for r in mine)
         sends = []
         for r in mine:
-            before = {s for s, (k, phase) in firsts.items()
-                      if s != r.session and (k != key or phase <= r.phase)}
-            sends.append(_send(r, sessions, before | ({r.session} & set(firsts)), first_phase))
+            before = {s for s, (k, phase) in firsts.items() if k != key or phase <= r.phase}
+            sends.append(_send(r, sessions, before, first_phase))
         items = [x.item for x in sends if not x.copy_index]
         plans.append(ShapePlan(key[0], items, sends, prefix_cache=key[1]))
     return plans

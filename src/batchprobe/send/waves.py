@@ -21,12 +21,12 @@ from batchprobe.results.models import ArmResult, ArmSpec
 from batchprobe.results.shapes import (
     MAX_DEPARTURES,
     Departure,
-    SentAfter,
     Situation,
     WaveResult,
 )
 from batchprobe.send.arm import TIMEOUTS, ArmContext, answers_nothing, to_session
 from batchprobe.send.load import InFlight
+from batchprobe.send.replay import sent_after
 from batchprobe.workload.constraints import request_fields
 from batchprobe.workload.conversation import continue_turn
 from batchprobe.workload.shapes import (
@@ -233,17 +233,6 @@ def request_for(item: WorkItem, copy_index: int, arm: ArmSpec, ctx: ArmContext, 
     )
 
 
-def _sent_after(trigger: Trigger | None) -> SentAfter | None:
-    """A trigger as the verdict file keeps it (``repro`` replays it)."""
-    if isinstance(trigger, AfterTokens):
-        return SentAfter(kind="tokens", sessions=list(trigger.sessions), tokens=trigger.tokens)
-    if isinstance(trigger, AfterFinish):
-        return SentAfter(kind="finish", sessions=[trigger.session])
-    if isinstance(trigger, AfterStart):
-        return SentAfter(kind="start", sessions=[trigger.session])
-    return None
-
-
 async def _send(
     client: Completer,
     arm: ArmResult,
@@ -285,7 +274,7 @@ async def _send(
         copy_index=send.copy_index,
         arrival_s=round(arrival, 4),
         phase=send.phase,
-        after=_sent_after(send.after),
+        after=sent_after(send.after),
         delay_s=send.delay_s,
         in_flight_at_arrival=in_flight,
         decoding_at_arrival=decoding,
