@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Coroutine
 from time import perf_counter
 from types import TracebackType
@@ -18,8 +19,8 @@ from batchprobe.client._connection import (
     Attempt,
     ConnectionPolicy,
     PolicyConnector,
+    attempt_trace,
     never_sent,
-    reuse_trace,
 )
 from batchprobe.client._errors import TIMEOUT_ERRORS, Fault, classify, excerpt
 from batchprobe.client._lag import LagMeter, LoopLag
@@ -115,7 +116,7 @@ class OpenAIClient:
             self._session = aiohttp.ClientSession(
                 connector=PolicyConnector(self.connection_policy, limit=self._max_connections),
                 timeout=self._timeout,
-                trace_configs=[reuse_trace()],
+                trace_configs=[attempt_trace()],
             )
         return self
 
@@ -218,8 +219,9 @@ class OpenAIClient:
     ) -> RequestRecord:
         """Send one request; a per-request failure is recorded in ``error``, never raised.
 
-        ``on_progress`` is called after each network read with the chunks streamed so far
-        (traffic shapes send a request when others have streamed k tokens). Once ``hang_up``
+        ``on_progress`` is called with 0 once the request's body is written to the connection,
+        then after each network read with the chunks streamed so far (traffic shapes send a
+        request when others have streamed k tokens, or once another is at the server). Once ``hang_up``
         is set the client closes the connection mid-reply, as a user who stops a stream does:
         the record keeps what came before, ``hung_up`` true and no error.
         """
@@ -265,8 +267,10 @@ class OpenAIClient:
         """One request's exchange: its send (``_send``), then its reply into ``parser``."""
         body = dumps(self.request_body(req))
         headers = request_headers(self._request_id(req.request_id), self._api_key)
+        sent = None if on_progress is None else functools.partial(on_progress, 0)
         resp = await self._send(
-            "POST", self._urls[req.api], data=body, headers=headers, reconnects=reconnects
+            "POST", self._urls[req.api], data=body, headers=headers, reconnects=reconnects,
+            on_sent=sent,
         )
         async with resp:
             try:
@@ -279,7 +283,7 @@ class OpenAIClient:
 
     async def _send(
         self, method: str, url: URL, *, data: bytes | None, headers: dict[str, str],
-        reconnects: list[str], unmeasured: bool = False,
+        reconnects: list[str], unmeasured: bool = False, on_sent: Callable[[], None] | None = None,
     ) -> aiohttp.ClientResponse:
         """Send once; again at most once, on a fresh connection, and only when the first send
         provably never reached the server (``never_sent``), recorded in ``reconnects``. Every
@@ -288,7 +292,7 @@ class OpenAIClient:
         tokenize, metrics) is also sent again after any failure of a pooled connection before
         its reply, as aiohttp does for a GET: reading twice changes nothing."""
         while True:
-            attempt = Attempt()
+            attempt = Attempt(on_sent)
             try:
                 resp = await self._http().request(
                     method, url, data=data, headers=headers, timeout=self._timeout,

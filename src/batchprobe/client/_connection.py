@@ -37,6 +37,7 @@ from __future__ import annotations
 import errno
 import select
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from time import monotonic
 from types import SimpleNamespace
@@ -76,12 +77,14 @@ class StaleConnection(aiohttp.ClientConnectionError):
 
 
 class Attempt:
-    """One send of a request; ``reused`` is set when it went out on a pooled connection."""
+    """One send of a request; ``reused`` is set when it went out on a pooled connection;
+    ``on_sent`` is called (once) as its body is written to the connection."""
 
-    __slots__ = ("reused",)
+    __slots__ = ("on_sent", "reused")
 
-    def __init__(self) -> None:
+    def __init__(self, on_sent: Callable[[], None] | None = None) -> None:
         self.reused = False
+        self.on_sent = on_sent
 
 
 def _peer_spoke(transport: object) -> bool:
@@ -153,10 +156,23 @@ async def _on_reuse(
         attempt.reused = True
 
 
-def reuse_trace() -> aiohttp.TraceConfig:
-    """The trace that marks an :class:`Attempt` sent on a pooled connection."""
+async def _on_body(
+    session: aiohttp.ClientSession,
+    ctx: SimpleNamespace,
+    params: aiohttp.TraceRequestChunkSentParams,
+) -> None:
+    attempt = ctx.trace_request_ctx
+    if isinstance(attempt, Attempt) and attempt.on_sent is not None:
+        on_sent, attempt.on_sent = attempt.on_sent, None
+        on_sent()
+
+
+def attempt_trace() -> aiohttp.TraceConfig:
+    """The trace that marks an :class:`Attempt` sent on a pooled connection and tells it
+    when its body goes out."""
     trace = aiohttp.TraceConfig()
     trace.on_connection_reuseconn.append(_on_reuse)
+    trace.on_request_chunk_sent.append(_on_body)
     return trace
 
 

@@ -48,6 +48,8 @@ class _Live:
     choices: int = 1
     """What it counts in the client's requests in flight: a server runs each choice apart."""
     tokens: int = 0
+    sent: bool = False
+    """Its body was written to the connection (it may be at the server)."""
     done: bool = False
     departures: list[Departure] = field(default_factory=list)
     more_departures: int = 0
@@ -82,15 +84,16 @@ class _Wave:
         self.checking = asyncio.Lock()
 
     def _waiting(self, session: int) -> list[int]:
-        """Requests of the wave sent, not done and with no token yet, but ``session``'s."""
+        """Requests of the wave on the wire, not done and with no token yet, but ``session``'s."""
         return sorted(s.session for s in self.live.values()
-                      if s.session != session and not s.done and not s.tokens)
+                      if s.session != session and s.sent and not s.done and not s.tokens)
 
     def _met(self, trigger: Trigger | _Waiting) -> bool:
         if isinstance(trigger, _Waiting):
             return bool(self._waiting(trigger.session))
         if isinstance(trigger, AfterStart):
-            return trigger.session in self.first
+            state = self.first.get(trigger.session)
+            return state is not None and (state.sent or state.done)
         if isinstance(trigger, AfterFinish):
             state = self.first.get(trigger.session)
             return state is not None and state.done
@@ -134,7 +137,7 @@ class _Wave:
         me = state.session
         await self.wait(AfterTokens((me,), when.tokens))
         if when.beside is not None:
-            # Until the long prompt went out or another request waits for its first token
+            # Until the long prompt is on the wire or another request waits for its first token
             # (a slot freed), or, the wave holding every slot, ``latest`` chunks in.
             triggers: list[Trigger | _Waiting] = [
                 AfterStart(when.beside), _Waiting(me), AfterTokens((me,), when.latest)]
@@ -152,8 +155,12 @@ class _Wave:
         event.set()
 
     def progress(self, state: _Live, tokens: int) -> None:
+        """``state``'s request is on the wire (``tokens`` 0, its first call) or has read a
+        reply with ``tokens`` chunks in it."""
+        if tokens or state.sent:
+            self.moved_at = time.perf_counter()
         state.tokens = tokens
-        self.moved_at = time.perf_counter()
+        state.sent = True
         if self.waiters:
             self._wake()
 

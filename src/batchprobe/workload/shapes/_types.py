@@ -27,7 +27,8 @@ class AfterFinish:
 
 @dataclass(frozen=True)
 class AfterStart:
-    """Send once ``session``'s first send has gone out."""
+    """Send once ``session``'s first send is on the wire (its body written to the connection;
+    or once it ended, where it failed before that)."""
 
     session: int
 
@@ -38,10 +39,10 @@ Trigger = AfterTokens | AfterFinish | AfterStart
 @dataclass(frozen=True)
 class HangUp:
     """The client hangs up the stream (a client abort) once it has streamed ``tokens``
-    chunks and, when ``beside`` is set, that session's first send has gone out or another
-    request of the wave waits for its first token (or, where the wave holds every slot and
-    none comes, once it has streamed ``latest``); ``settle_s`` after, so that the other
-    request reached the server."""
+    chunks and, when ``beside`` is set, that session's first send is on the wire or another
+    request of the wave on the wire waits for its first token (or, where the wave holds every
+    slot and none comes, once it has streamed ``latest``); ``settle_s`` after, so that the
+    other request reached the server."""
 
     tokens: int = 1
     beside: int | None = None
