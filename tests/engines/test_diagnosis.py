@@ -11,8 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from batchprobe.engines import diagnose, diagnose_findings, last_traceback
+from batchprobe.engines._known import KnownIssue
 
 DATA = Path(__file__).with_name("data")
 SHARED_KV_LOG = (DATA / "vllm-mlx-0.3.0-batching-gemma4.log").read_text()
@@ -121,3 +123,42 @@ def test_a_bug_without_a_trace_is_known_by_its_symptom_on_an_affected_version() 
     assert diagnose_findings("mlx-lm", "0.31.0", [uncached]) == []
     assert diagnose_findings("mlx-lm", "0.31.0", [CHECKPOINT_FINDING.replace("chat)", "completions)")]) == []
     assert diagnose("mlx-lm", "0.31.0", CHECKPOINT_FINDING, [CHECKPOINT_FINDING]) == []
+
+
+# vllm-mlx 0.4.1's conversation wave on the constructed tiny gemma-3 (window 128): the third
+# turn served whole from the prefix cache (measured 2026-12-05).
+WINDOW_FINDING = (
+    "count_broke: session 8 (max_tokens 32, 133 prompt tokens, completions) count broke at "
+    "token 0 (', 8734, 8735, 8736, 8737'); wrong again in 1/1 replays of its wave"
+)
+WINDOW_LOG = (
+    "INFO:vllm_mlx.scheduler:[cache_fetch] request=523634c8-c0e HIT prompt_tokens=529 "
+    "cached=286 remaining=243 time=0.000s\n"
+    "INFO:vllm_mlx.scheduler:[cache_fetch] request=eafff608-816 HIT prompt_tokens=263 "
+    "cached=263 remaining=0 time=0.000s\n"
+    "INFO:vllm_mlx.scheduler:[cache_fetch] request=0b1e3c55-2a4 HIT prompt_tokens=133 "
+    "cached=133 remaining=0 time=0.000s\n"
+)
+
+
+def test_a_silent_bug_that_needs_a_log_line_is_named_only_with_it() -> None:
+    found = diagnose_findings("vllm-mlx", "0.4.1", [WINDOW_FINDING], WINDOW_LOG)
+    assert [d.issue_id for d in found] == ["vllm-mlx-sliding-window-cache-hit"]
+    # The hit of that request's size, not the whole-prompt hit of another one before it.
+    whole_hit = WINDOW_LOG.splitlines()[2].strip()
+    assert found[0].evidence == [WINDOW_FINDING, whole_hit] and found[0].fixed_in == "0.5.0"
+    # Not without a hit that served the whole prompt of a request that size; not on the fixed
+    # version; not for a finding of another kind; never from the log alone.
+    for log in WINDOW_LOG.splitlines()[:2]:
+        assert diagnose_findings("vllm-mlx", "0.4.1", [WINDOW_FINDING], log) == []
+    assert diagnose_findings("vllm-mlx", "0.4.1", [WINDOW_FINDING]) == []
+    assert diagnose_findings("vllm-mlx", "0.6.0", [WINDOW_FINDING], WINDOW_LOG) == []
+    error = "error: session 8 (max_tokens 32, 133 prompt tokens, completions) failed"
+    assert diagnose_findings("vllm-mlx", "0.4.1", [error], WINDOW_LOG) == []
+    assert diagnose("vllm-mlx", "0.4.1", WINDOW_LOG + WINDOW_FINDING, []) == []
+
+
+def test_log_patterns_only_corroborate_a_finding_issue() -> None:
+    with pytest.raises(ValidationError, match="only with where='finding'"):
+        KnownIssue(issue_id="x", title="t", patterns=("a",), log_patterns=("b",), where="log",
+                   explanation="e", remedy="r")

@@ -40,25 +40,27 @@ def diagnose(
 
 
 def diagnose_findings(
-    engine_name: str, version: str | None, findings: Sequence[str],
+    engine_name: str, version: str | None, findings: Sequence[str], log_text: str = "",
     *, registry: EngineRegistry | None = None,
 ) -> list[Diagnosis]:
-    """The known issues of the engine that its hard findings ('KIND: message') show."""
-    return _known(engine_name, version, list(findings), [], registry, from_findings=True)
+    """The known issues of the engine that its hard findings ('KIND: message') show, with
+    the server log for those that also need a line of it."""
+    return _known(engine_name, version, list(findings), [], registry,
+                  from_findings=True, log=log_text.splitlines())
 
 
 def _known(
     engine_name: str, version: str | None, lines: list[str], bodies: list[str],
-    registry: EngineRegistry | None, *, from_findings: bool = False,
+    registry: EngineRegistry | None, *, from_findings: bool = False, log: Sequence[str] = (),
 ) -> list[Diagnosis]:
     """The known issues ``lines`` and ``bodies`` show: those read from the log and bodies, or
-    (``from_findings``) those read from findings, given as ``lines``."""
+    (``from_findings``) those read from findings, given as ``lines``, and ``log``."""
     engine = get_engine(engine_name, registry)
     found = []
     for issue in (*engine.known_issues, *plugin_known_issues(engine.name)):
         if from_findings != (issue.where == "finding"):
             continue
-        evidence = issue.evidence(lines, bodies) if issue.affects(version) else []
+        evidence = issue.evidence(lines, bodies, log) if issue.affects(version) else []
         if evidence:
             found.append(
                 Diagnosis(

@@ -39,6 +39,35 @@ BUSY_503 = KnownIssue(
 )
 
 
+SLIDING_WINDOW_HIT = KnownIssue(
+    issue_id="vllm-mlx-sliding-window-cache-hit",
+    title="vllm-mlx answers a prompt its prefix cache holds whole from a sliding window it "
+    "cannot trim back",
+    # A wrong answer of its own kind, and the log's hit that served that request's whole prompt.
+    patterns=(r"^(count_broke|recall_miss|cross_talk): ",),
+    log_patterns=(
+        (r"\[cache_fetch\] (?:request=\S+ )?HIT prompt_tokens=(?P<prompt_tokens>\d+) "
+         r"cached=(?P=prompt_tokens) remaining=0\b"),
+    ),
+    where="finding",
+    affected="<0.5.0",
+    explanation=(
+        "The prefix cache serves a prompt whole from a stored entry longer than it (an earlier "
+        "request's prompt and answer), trimming the stored KV back to the prompt. A sliding-window "
+        "layer (Gemma 3's RotatingKVCache) whose window has already wrapped cannot be trimmed: "
+        "the positions it overwrote are gone, so the request goes on from a context that is "
+        "not its prompt and answers wrong, silently (no error; the log shows only the hit, "
+        "'cached=N remaining=0'). 0.5.0 asks each layer whether it can be trimmed before it "
+        "reuses a longer or partly matching entry (vllm-mlx #678, fixed by #680)."
+    ),
+    remedy=(
+        "Upgrade to vllm-mlx>=0.5.0, or serve sliding-window models (Gemma 3) with "
+        "--disable-prefix-cache."
+    ),
+    fixed_in="0.5.0",
+)
+
+
 class VllmMlx(PipEngine):
     """vllm-mlx: an MLX port of vLLM's server; multimodal models go through mlx-vlm."""
 
@@ -47,7 +76,7 @@ class VllmMlx(PipEngine):
     description = "vLLM-style OpenAI server on MLX (text via mlx-lm, multimodal via mlx-vlm)."
     package = "vllm-mlx"
     default_version = "0.6.0"
-    known_issues = (SHARED_KV, BUSY_503)
+    known_issues = (SHARED_KV, BUSY_503, SLIDING_WINDOW_HIT)
     # MLX's CPU matmul (~5 GFLOPS here) takes a minute per gemma3-270m haystack; the constructed
     # tiny llama does the tasks at a few hundred tokens a second.
     default_model = "tiny-llama"

@@ -136,7 +136,10 @@ class EngineProvider:
         return diagnose(self.ref.name, self.ref.version, _read(self.logs[-1]))
 
     def explain_findings(self, findings: list[str]) -> list[Diagnosis]:
-        return diagnose_findings(self.ref.name, self.ref.version, findings)
+        """The known issues the findings show, with every launch's log for those that need
+        a line of it too."""
+        log = "\n".join(_read(path) for path in self.logs)
+        return diagnose_findings(self.ref.name, self.ref.version, findings, log)
 
 
 DEFAULT_ENGINE = "llama.cpp"
