@@ -221,9 +221,9 @@ class OpenAIClient:
 
         ``on_progress`` is called with 0 once the request's body is written to the connection,
         then after each network read with the chunks streamed so far (traffic shapes send a
-        request when others have streamed k tokens, or once another is at the server). Once ``hang_up``
-        is set the client closes the connection mid-reply, as a user who stops a stream does:
-        the record keeps what came before, ``hung_up`` true and no error.
+        request when others have streamed k tokens, or once another is at the server). Once
+        ``hang_up`` is set the client closes the connection mid-reply, as a user who stops a
+        stream does: the record keeps what came before, ``hung_up`` true and no error.
         """
         parser = ReplyParser(
             req.api,
