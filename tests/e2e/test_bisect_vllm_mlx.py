@@ -19,9 +19,12 @@ pytestmark = pytest.mark.engine
 def test_bisect_finds_the_release_that_fixed_shared_kv(tmp_path: Path) -> None:
     model = case_model("tiny:gemma4")
     output = tmp_path / "bisect.json"
+    # The shared-kv case's own plan (corpus/cases/vllm-mlx-gemma4-shared-kv.json): the bug
+    # fails every batched request, so one burst at 4 beside its serial reference shows it.
     argv = [sys.executable, "-m", "batchprobe", "bisect", "--engine", "vllm-mlx",
             "--model", model, "--good", "0.6.0", "--bad", "0.3.0", "--workloads", "decode",
-            "--output", str(output)]  # fmt: skip
+            "--sessions", "4", "--max-tokens", "96", "--arms", "batching@1,batching@4",
+            "--shapes", "burst", "--output", str(output)]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=3000, check=False)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
