@@ -24,6 +24,10 @@ from .judgeprobe import FAST, assert_judged_alike, default_run
 # Fires only while at least 3 requests are in flight and their prompts span more than 2x
 # in length: the minimal case is the failing request, a longer one and one more.
 CROWD = {"fault": "corrupt", "fault_when": "crowd"}
+# The fault above with a slower first token: a replay's (or the script's) requests are all in
+# flight before it, however loaded the machine (the fault needs 3 at once; at the fake's 2 ms a
+# thread started late on a busy machine can miss the others).
+CROWD_SLOW = {**CROWD, "ttft_ms": 150.0}
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +69,7 @@ def test_a_crowd_fault_shrinks_to_three_requests_and_its_script_tells_bug_from_o
     assert "python3 -I repro.py" in report and "Shrink history" in report
     assert f"session {case.kept.session}" in report
     # The script: standard library only, isolated; BUG against the fault, OK against health.
-    bug = _script(out, CROWD)
+    bug = _script(out, CROWD_SLOW)
     assert bug.returncode == 1 and bug.stdout.startswith("BUG: "), (bug.stdout, bug.stderr)
     ok = _script(out, {})
     assert ok.returncode == 0 and ok.stdout.startswith("OK"), (ok.stdout, ok.stderr)
@@ -125,10 +129,7 @@ def test_run_replay_sends_the_minimal_case_as_an_arm_fail_on_the_fault_pass_on_h
     code, stdout, stderr = _repro(crowd, out, CROWD, "--tries", "2")
     assert code == 0, (stdout, stderr)
     case = ReproCase.model_validate_json((out / "repro.json").read_text())
-    # A slower first token: the case's requests are all in flight before it, however loaded
-    # the machine (the fault needs 3 at once).
-    code, stdout, stderr = _run_replay(out / "repro.json", tmp_path / "bad.json",
-                                       {**CROWD, "ttft_ms": 150.0})
+    code, stdout, stderr = _run_replay(out / "repro.json", tmp_path / "bad.json", CROWD_SLOW)
     assert code == 1, (stdout, stderr)
     bad = read_report(tmp_path / "bad.json")
     assert bad.config.replay == str(out / "repro.json")
