@@ -137,7 +137,9 @@ class EngineProvider:
 
     def explain_findings(self, findings: list[str]) -> list[Diagnosis]:
         """The known issues the findings show, with every launch's log for those that need
-        a line of it too."""
+        a line of it too (read only when there is a finding to explain)."""
+        if not findings:
+            return []
         log = "\n".join(_read(path) for path in self.logs)
         return diagnose_findings(self.ref.name, self.ref.version, findings, log)
 
