@@ -3,7 +3,8 @@ family, the serial recall and decode-check accuracy on the probe's own items.
 
 The models are constructed, not trained (``batchprobe.models.tiny_task``), so "training time"
 is the build: a fresh one into a temporary folder, timed. Each engine then serves the model
-(the ``tiny-llama`` or ``tiny-gemma3`` alias, the GGUF or the checkpoint as the engine loads) to a serial plan of
+(the ``tiny-llama``, ``tiny-gemma3`` or ``tiny-gemma4`` alias, the GGUF or the checkpoint as the
+engine loads) to a serial plan of
 the burst wave: ``--sessions`` recall prompts and as many counts, one at a time, cold, in the
 completion style and then in the chat style. An answer counts when its own check passed (its
 needle; its count run on to its max_tokens).
@@ -28,9 +29,11 @@ from batchprobe.probe import plan_run, run_plan
 from batchprobe.results import Report
 
 ENGINES = ("llama.cpp", "transformers", "mlx-lm", "vllm-mlx")
-ALIAS = {"llama": "tiny-llama", "gemma3": "tiny-gemma3"}
-# The engines that load a family: gemma3 has no GGUF (llama.cpp's share is tiny-llama's).
-LOADS = {"gemma3": ("transformers", "mlx-lm", "vllm-mlx")}
+ALIAS = {"llama": "tiny-llama", "gemma3": "tiny-gemma3", "gemma4": "tiny-gemma4"}
+# The engines that load a family: only llama has a GGUF (llama.cpp's share is tiny-llama's).
+# transformers serve loads a Gemma-4 checkpoint's image processor, which needs Pillow or
+# torchvision: its environment has neither.
+LOADS = {"gemma3": ("transformers", "mlx-lm", "vllm-mlx"), "gemma4": ("mlx-lm", "vllm-mlx")}
 
 
 @dataclass

@@ -14,6 +14,7 @@ from batchprobe.models import resolve_model, tiny_gemma3, tiny_gemma4
 ENGINE_FIXTURES = frozenset({
     "mlx_lm_env", "transformers_env", "llama_env", "tiny_gemma3_dir", "gemma3_270m",
     "tiny_gemma4_dir", "vllm_mlx_030", "vllm_mlx_060", "gemma3_270m_hf", "tiny_llama_task", "tiny_gemma3_task",
+    "tiny_gemma4_task",
 })  # fmt: skip
 
 
@@ -95,6 +96,12 @@ def tiny_llama_task() -> Path:
 def tiny_gemma3_task() -> Path:
     # The same construction in gemma-3's layout (a sliding-window first layer), ~10 s.
     return resolve_model("tiny-gemma3", model_format="hf")
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma4_task() -> Path:
+    # The construction in gemma-4's layout (shared KV, a tiny vision tower), ~10 s.
+    return resolve_model("tiny-gemma4", model_format="hf")
 
 
 @pytest.fixture(scope="session")

@@ -28,10 +28,14 @@ def _passed(answers: list[dict[str, Any]], workload: str) -> tuple[int, int]:
     # gemma-3's layout, its first layer a sliding window far shorter than the prompts
     ("tiny-gemma3", "transformers", "completion", 8), ("tiny-gemma3", "transformers", "chat", 8),
     ("tiny-gemma3", "mlx-lm", "completion", 3),
+    # gemma-4's shared KV and vision tower: vllm-mlx serves it through mlx-vlm, and tokenizes a
+    # completion there without <s>
+    ("tiny-gemma4", "vllm-mlx", "completion", 4), ("tiny-gemma4", "vllm-mlx", "chat", 4),
+    ("tiny-gemma4", "mlx-lm", "chat", 3),
 ])  # fmt: skip
 def test_serial_recall_and_counts_on_the_probes_own_items(
-    tiny_llama_task: Path, tiny_gemma3_task: Path, tmp_path: Path, model: str, engine: str,
-    style: str, n: int,
+    tiny_llama_task: Path, tiny_gemma3_task: Path, tiny_gemma4_task: Path, tmp_path: Path,
+    model: str, engine: str, style: str, n: int,
 ) -> None:
     args = ["--engine", engine, "--model", model, "--arms", "simple@1", "--shapes", "burst",
             "--sessions", str(n), "--prompt-style", style]  # fmt: skip

@@ -1,4 +1,4 @@
-"""The constructed tiny models that do the probe's tasks (llama, gemma3): built
+"""The constructed tiny models that do the probe's tasks (llama, gemma3, gemma4): built
 deterministically, cached, and refused clearly (a family without one, a GGUF of a family that
 has none, a cache without space), never half-written."""
 
@@ -22,9 +22,9 @@ from .staging import nothing_left
 
 def test_a_family_without_a_task_model_is_named_with_the_allowed_ones(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
-        build_task("gemma4", tmp_path / "m")
-    assert info.value.field == "family" and "'gemma4'" in str(info.value)
-    assert "allowed: llama, gemma3" in str(info.value)
+        build_task("qwen3", tmp_path / "m")
+    assert info.value.field == "family" and "'qwen3'" in str(info.value)
+    assert "allowed: llama, gemma3, gemma4" in str(info.value)
     result = CliRunner().invoke(main, ["models", "build-tiny", "gemma5", str(tmp_path / "x"), "--task"])
     assert result.exit_code == 2 and "gemma5" in result.output
     nothing_left(tmp_path / "m")
@@ -74,8 +74,7 @@ def test_the_gemma3_build_keeps_gemma3s_parts_and_has_no_gguf(tmp_path: Path) ->
     # A sliding-window first layer, its window far shorter than a recall prompt (~1000 tokens).
     assert config["layer_types"] == ["sliding_attention", "full_attention"]
     assert config["sliding_window_pattern"] == 2 and config["sliding_window"] <= 256
-    raw = (first / "model.safetensors").read_bytes()  # a u64 header length, then its JSON
-    names = set(json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")]))
+    names = _tensor_names(first)
     assert {"model.layers.0.self_attn.q_norm.weight", "model.layers.1.post_feedforward_layernorm.weight",
             "lm_head.weight"} <= names
     with pytest.raises(ConfigError) as info:
@@ -83,6 +82,40 @@ def test_the_gemma3_build_keeps_gemma3s_parts_and_has_no_gguf(tmp_path: Path) ->
     assert info.value.field == "model" and "no GGUF" in str(info.value)
     folder = resolve_model("tiny-gemma3", model_format="hf")
     assert folder.name == f"tiny-gemma3-task-{recipe_hash()}" and _digests(folder) == _digests(first)
+
+
+def _tensor_names(folder: Path) -> set[str]:
+    raw = (folder / "model.safetensors").read_bytes()  # a u64 header length, then its JSON
+    return set(json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")]))
+
+
+@pytest.mark.engine  # two builds of ~10 s in the model-tools environment
+def test_the_gemma4_build_keeps_shared_kv_and_a_vision_tower(tmp_path: Path) -> None:
+    first = build_task("gemma4", tmp_path / "a")
+    assert _digests(first) == _digests(build_task("gemma4", tmp_path / "b"))
+    assert GGUF_NAME not in _digests(first)
+    config = json.loads((first / "config.json").read_text())
+    text = config["text_config"]
+    assert config["model_type"] == "gemma4" and config["vision_config"]["model_type"] == "gemma4_vision"
+    # Four layers, the last two reading the KV of the first two: the seed bug's architecture.
+    assert text["num_hidden_layers"] == 4 and text["num_kv_shared_layers"] == 2
+    assert text["layer_types"] == ["sliding_attention", "full_attention"] * 2
+    assert text["sliding_window"] <= 256 and text["tie_word_embeddings"] is True
+    names = _tensor_names(first)
+    assert {"model.language_model.layers.3.self_attn.q_proj.weight",
+            "model.language_model.embed_tokens_per_layer.weight",
+            "model.embed_vision.embedding_projection.weight"} <= names
+    assert any(n.startswith("model.vision_tower.") for n in names)
+    # The processor places image tokens by these names: they are in the vocabulary.
+    tokens = json.loads((first / "tokenizer.json").read_text())
+    added = {t["content"]: t["id"] for t in tokens["added_tokens"]}
+    assert added["<image_soft_token>"] == config["image_token_id"] < text["vocab_size"]
+    with pytest.raises(ConfigError) as info:
+        resolve_model("tiny-gemma4", model_format="gguf")
+    assert info.value.field == "model" and "no GGUF" in str(info.value)
+    folder = resolve_model("tiny-gemma4", model_format="hf")
+    # vllm-mlx 0.2.x and 0.3.0 route a model to their multimodal engine by its path.
+    assert folder.name == f"tiny-gemma4-task-{recipe_hash()}" and _digests(folder) == _digests(first)
 
 
 def test_the_builder_knows_the_probes_marker_and_bias_words() -> None:

@@ -354,6 +354,17 @@ def main() -> None:
         save_file(gemma3_weights(w), str(out / "model.safetensors"), metadata={"format": "pt"})
         write_gemma3_config(out)
         return
+    if family == "gemma4":
+        from _tiny_task_gemma4 import (  # type: ignore[import-not-found, unused-ignore]
+            add_gemma4_tokens,
+            gemma4_weights,
+            write_gemma4_config,
+        )
+
+        add_gemma4_tokens(out)
+        save_file(gemma4_weights(w), str(out / "model.safetensors"), metadata={"format": "pt"})
+        write_gemma4_config(out)
+        return
     save_file(w, str(out / "model.safetensors"), metadata={"format": "pt"})
     write_config(out)
     write_gguf(out, out / "model.gguf", inter=GGUF_INTER)
