@@ -19,8 +19,9 @@ pytestmark = pytest.mark.engine
 def test_bisect_finds_the_release_that_fixed_shared_kv(tmp_path: Path) -> None:
     model = case_model("tiny:gemma4")
     output = tmp_path / "bisect.json"
-    # The shared-kv case's own plan (corpus/cases/vllm-mlx-gemma4-shared-kv.json): the bug
-    # fails every batched request, so one burst at 4 beside its serial reference shows it.
+    # The shared-kv case's plan (corpus/cases/vllm-mlx-gemma4-shared-kv.json), counts only and
+    # on the random tiny gemma-4 (the case itself runs tiny-gemma4's recalls too): the bug fails
+    # every batched request, so one burst at 4 beside its serial reference shows it.
     argv = [sys.executable, "-m", "batchprobe", "bisect", "--engine", "vllm-mlx",
             "--model", model, "--good", "0.6.0", "--bad", "0.3.0", "--workloads", "decode",
             "--sessions", "4", "--max-tokens", "96", "--arms", "batching@1,batching@4",
