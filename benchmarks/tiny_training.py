@@ -31,8 +31,8 @@ from batchprobe.results import Report
 ENGINES = ("llama.cpp", "transformers", "mlx-lm", "vllm-mlx")
 ALIAS = {"llama": "tiny-llama", "gemma3": "tiny-gemma3", "gemma4": "tiny-gemma4"}
 # The engines that load a family: only llama has a GGUF (llama.cpp's share is tiny-llama's).
-# transformers serve loads a Gemma-4 checkpoint's image processor, which needs Pillow or
-# torchvision: its environment has neither.
+# transformers serve loads a Gemma-4 checkpoint's image and video processors, which need Pillow
+# and torchvision: PyPI's torchvision does not load beside the CPU torch of its environment.
 LOADS = {"gemma3": ("transformers", "mlx-lm", "vllm-mlx"), "gemma4": ("mlx-lm", "vllm-mlx")}
 
 
