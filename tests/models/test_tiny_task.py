@@ -8,6 +8,7 @@ import hashlib
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -64,12 +65,31 @@ def test_the_build_is_deterministic_and_the_alias_is_cached(tmp_path: Path) -> N
     assert _digests(gguf.parent) == _digests(first)
 
 
+def _tensor_names(folder: Path) -> set[str]:
+    raw = (folder / "model.safetensors").read_bytes()  # a u64 header length, then its JSON
+    return set(json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")]))
+
+
+def _checkpoint_built_twice(family: str, tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    """The family's build (the same bytes twice, no GGUF) and its config."""
+    first = build_task(family, tmp_path / "a")
+    assert _digests(first) == _digests(build_task(family, tmp_path / "b"))
+    assert GGUF_NAME not in _digests(first)
+    return first, json.loads((first / "config.json").read_text())
+
+
+def _alias_is_the_build(alias: str, first: Path) -> None:
+    """The alias has no GGUF and builds into the cache under the recipe's hash: the same files."""
+    with pytest.raises(ConfigError) as info:
+        resolve_model(alias, model_format="gguf")
+    assert info.value.field == "model" and "no GGUF" in str(info.value)
+    folder = resolve_model(alias, model_format="hf")
+    assert folder.name == f"{alias}-task-{recipe_hash()}" and _digests(folder) == _digests(first)
+
+
 @pytest.mark.engine  # two builds of ~10 s in the model-tools environment
 def test_the_gemma3_build_keeps_gemma3s_parts_and_has_no_gguf(tmp_path: Path) -> None:
-    first = build_task("gemma3", tmp_path / "a")
-    assert _digests(first) == _digests(build_task("gemma3", tmp_path / "b"))
-    assert GGUF_NAME not in _digests(first)
-    config = json.loads((first / "config.json").read_text())
+    first, config = _checkpoint_built_twice("gemma3", tmp_path)
     assert config["model_type"] == "gemma3_text" and config["tie_word_embeddings"] is False
     # A sliding-window first layer, its window far shorter than a recall prompt (~1000 tokens).
     assert config["layer_types"] == ["sliding_attention", "full_attention"]
@@ -77,24 +97,12 @@ def test_the_gemma3_build_keeps_gemma3s_parts_and_has_no_gguf(tmp_path: Path) ->
     names = _tensor_names(first)
     assert {"model.layers.0.self_attn.q_norm.weight", "model.layers.1.post_feedforward_layernorm.weight",
             "lm_head.weight"} <= names
-    with pytest.raises(ConfigError) as info:
-        resolve_model("tiny-gemma3", model_format="gguf")
-    assert info.value.field == "model" and "no GGUF" in str(info.value)
-    folder = resolve_model("tiny-gemma3", model_format="hf")
-    assert folder.name == f"tiny-gemma3-task-{recipe_hash()}" and _digests(folder) == _digests(first)
-
-
-def _tensor_names(folder: Path) -> set[str]:
-    raw = (folder / "model.safetensors").read_bytes()  # a u64 header length, then its JSON
-    return set(json.loads(raw[8:8 + int.from_bytes(raw[:8], "little")]))
+    _alias_is_the_build("tiny-gemma3", first)
 
 
 @pytest.mark.engine  # two builds of ~10 s in the model-tools environment
 def test_the_gemma4_build_keeps_shared_kv_and_a_vision_tower(tmp_path: Path) -> None:
-    first = build_task("gemma4", tmp_path / "a")
-    assert _digests(first) == _digests(build_task("gemma4", tmp_path / "b"))
-    assert GGUF_NAME not in _digests(first)
-    config = json.loads((first / "config.json").read_text())
+    first, config = _checkpoint_built_twice("gemma4", tmp_path)
     text = config["text_config"]
     assert config["model_type"] == "gemma4" and config["vision_config"]["model_type"] == "gemma4_vision"
     # Four layers, the last two reading the KV of the first two: the seed bug's architecture.
@@ -110,12 +118,8 @@ def test_the_gemma4_build_keeps_shared_kv_and_a_vision_tower(tmp_path: Path) -> 
     tokens = json.loads((first / "tokenizer.json").read_text())
     added = {t["content"]: t["id"] for t in tokens["added_tokens"]}
     assert added["<image_soft_token>"] == config["image_token_id"] < text["vocab_size"]
-    with pytest.raises(ConfigError) as info:
-        resolve_model("tiny-gemma4", model_format="gguf")
-    assert info.value.field == "model" and "no GGUF" in str(info.value)
-    folder = resolve_model("tiny-gemma4", model_format="hf")
-    # vllm-mlx 0.2.x and 0.3.0 route a model to their multimodal engine by its path.
-    assert folder.name == f"tiny-gemma4-task-{recipe_hash()}" and _digests(folder) == _digests(first)
+    # vllm-mlx 0.2.x and 0.3.0 route a model to their multimodal engine by its path ("gemma4").
+    _alias_is_the_build("tiny-gemma4", first)
 
 
 def test_the_builder_knows_the_probes_marker_and_bias_words() -> None:
