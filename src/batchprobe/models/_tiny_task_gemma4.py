@@ -95,9 +95,11 @@ def _rescaled_o(o: np.ndarray) -> np.ndarray:
     return scaled
 
 
-def _gated_recall(g3: dict[str, np.ndarray], o: np.ndarray, mlp: dict[str, np.ndarray]) -> None:
-    """Route the recall head's (head 0's) logit writes through ``REC`` and a unit each of the
-    MLP, on above ``REC_ON`` of a token's worth (at 1/2 the logit it wrote before)."""
+def _without_bos(g3: dict[str, np.ndarray], o: np.ndarray, mlp: dict[str, np.ndarray]) -> None:
+    """Layer 3 for prompts without ``<s>``: the recall head's (head 0's) logit writes go through
+    ``REC`` and a unit each of the MLP, on above ``REC_ON`` of a token's worth (half a token's
+    worth writes the logit it wrote before, a whole one 1.5 times it); the comma -> space unit
+    writes twice its logit."""
     rows, cols = np.nonzero(o[OUT:OUT + V, :HEAD_DIM])
     gate, up, down = mlp["gate"], mlp["up"], mlp["down"]
     free = [u for u in range(INTER) if not (gate[u].any() or up[u].any() or down[:, u].any())]
@@ -169,7 +171,7 @@ def gemma4_weights(llama: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             o = g3[src + "self_attn.o_proj.weight"].copy()
             mlp = {x: g3[f"{src}mlp.{x}_proj.weight"].copy() for x in ("gate", "up", "down")}
             if i == 3:
-                _gated_recall(g3, o, mlp)
+                _without_bos(g3, o, mlp)
             w[a + "o_proj.weight"] = _rescaled_o(o)
             for x, weight in mlp.items():
                 w[f"{p}mlp.{x}_proj.weight"] = weight
