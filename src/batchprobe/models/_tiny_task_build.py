@@ -3,7 +3,8 @@
 model-tools python: ``python _tiny_task_build.py FAMILY OUT_DIR`` writes the Hugging Face
 checkpoint (safetensors, tokenizer.json, chat template) and, for llama, ``model.gguf`` beside
 it (its MLP widened with zero units: see ``GGUF_INTER``). FAMILY gemma3 carries the same
-weights over to gemma-3's layout (``_tiny_task_gemma3``).
+weights over to gemma-3's layout (``_tiny_task_gemma3``), gemma4 on to gemma-4's
+(``_tiny_task_gemma4``).
 
 Deterministic: no seed, no training; the only numerics are the kernels' linear programs.
 The vocabulary is the printable ASCII characters, a few specials and the probe's marker
