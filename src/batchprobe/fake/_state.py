@@ -275,8 +275,13 @@ class ServerState:
         if config.fault == "none":
             return False
         if config.fault in ABORT_FAULTS:
+            if config.fault != "abort_leak":
+                return False
+            # A client that closed before this first token is due has dropped its request,
+            # whether or not the server has written to it since (a loaded loop writes late).
+            self._notice_hang_ups()
             dropped = self.dropped
-            return config.fault == "abort_leak" and dropped is not None and flight.seq > dropped.seq
+            return dropped is not None and flight.seq > dropped.seq
         if config.fault == "wrong_resend" and not flight.resent:
             return False
         if config.fault == "flip_once" and (self.flipped or not checkable(flight.gen, flight.code)):
