@@ -63,7 +63,13 @@ from _tiny_task_gemma3 import (  # type: ignore[import-not-found, unused-ignore]
     V_CONST,
     gemma3_weights,
 )
-from tiny_gemma4 import VISION_CONFIG, _vision_shapes  # type: ignore[import-not-found, unused-ignore]
+from tiny_gemma4 import (  # type: ignore[import-not-found, unused-ignore]
+    PROCESSOR_TOKENS,
+    VISION_CONFIG,
+    _vision_shapes,
+    _write_json,
+    write_processor_files,
+)
 
 GEMMA_SPECIALS = ["<boi>", "<eoi>", "<image_soft_token>", "<audio_soft_token>", "<boa>", "<eoa>"]
 V4 = V + len(GEMMA_SPECIALS)
@@ -202,19 +208,9 @@ def add_gemma4_tokens(out: Path) -> None:
         raise RuntimeError("gemma-4's specials did not land after the task vocabulary")
     tok.save(str(out / "tokenizer.json"))
     config = json.loads((out / "tokenizer_config.json").read_text())
-    config.update(pad_token="</s>", padding_side="left", extra_special_tokens={
-        "image_token": "<image_soft_token>", "boi_token": "<boi>", "eoi_token": "<eoi>",
-        "audio_token": "<audio_soft_token>", "boa_token": "<boa>", "eoa_token": "<eoa>"})
+    config.update(pad_token="</s>", padding_side="left", extra_special_tokens=PROCESSOR_TOKENS)
     (out / "tokenizer_config.json").write_text(json.dumps(config, indent=1))
-    _write(out / "processor_config.json", {
-        "processor_class": "Gemma4Processor",
-        "image_seq_length": VISION_CONFIG["default_output_length"]})
-    _write(out / "preprocessor_config.json", {
-        "image_processor_type": "Gemma4ImageProcessor", "processor_class": "Gemma4Processor",
-        "patch_size": VISION_CONFIG["patch_size"],
-        "pooling_kernel_size": VISION_CONFIG["pooling_kernel_size"],
-        "max_soft_tokens": VISION_CONFIG["default_output_length"],
-        "do_normalize": False, "do_rescale": True, "do_resize": True})
+    write_processor_files(out)
 
 
 def write_gemma4_config(out: Path) -> None:
@@ -246,10 +242,6 @@ def write_gemma4_config(out: Path) -> None:
         "vision_soft_tokens_per_image": VISION_CONFIG["default_output_length"],
         "tie_word_embeddings": True, "torch_dtype": "float32",
     }
-    _write(out / "config.json", cfg)
-    _write(out / "generation_config.json", {"bos_token_id": 0, "eos_token_id": 1,
-                                            "do_sample": False})
-
-
-def _write(path: Path, data: dict[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=1) + "\n")
+    _write_json(out / "config.json", cfg)
+    _write_json(out / "generation_config.json", {"bos_token_id": 0, "eos_token_id": 1,
+                                                 "do_sample": False})

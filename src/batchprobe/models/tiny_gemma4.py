@@ -26,7 +26,7 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TEXT_CONFIG", "VISION_CONFIG", "build"]
+__all__ = ["PROCESSOR_TOKENS", "TEXT_CONFIG", "VISION_CONFIG", "build", "write_processor_files"]
 
 _SPECIALS = [
     "<pad>",
@@ -87,6 +87,15 @@ VISION_CONFIG: dict[str, Any] = {
     "pooling_kernel_size": 2,
     "default_output_length": 4,
     "rms_norm_eps": 1e-6,
+}
+# Gemma4Processor reads these names off the tokenizer to place image soft tokens.
+PROCESSOR_TOKENS = {
+    "image_token": "<image_soft_token>",
+    "boi_token": "<boi>",
+    "eoi_token": "<eoi>",
+    "audio_token": "<audio_soft_token>",
+    "boa_token": "<boa>",
+    "eoa_token": "<eoa>",
 }
 _EMBED_STD = 0.25
 _POST_NORM_SCALE = 3.0
@@ -331,21 +340,12 @@ def _write_tokenizer_side_files(path: Path) -> None:
         "pad_token": "<pad>",
         "unk_token": "<unk>",
     }
-    # Gemma4Processor reads these names off the tokenizer to place image soft tokens.
-    extra = {
-        "image_token": "<image_soft_token>",
-        "boi_token": "<boi>",
-        "eoi_token": "<eoi>",
-        "audio_token": "<audio_soft_token>",
-        "boa_token": "<boa>",
-        "eoa_token": "<eoa>",
-    }
     _write_json(
         path / "tokenizer_config.json",
         {
             "tokenizer_class": "PreTrainedTokenizerFast",
             **specials,
-            "extra_special_tokens": extra,
+            "extra_special_tokens": PROCESSOR_TOKENS,
             "model_max_length": TEXT_CONFIG["max_position_embeddings"],
             "padding_side": "left",
             "chat_template": _CHAT_TEMPLATE,
@@ -353,6 +353,12 @@ def _write_tokenizer_side_files(path: Path) -> None:
     )
     _write_json(path / "special_tokens_map.json", specials)
     (path / "chat_template.jinja").write_text(_CHAT_TEMPLATE, encoding="utf-8")
+    write_processor_files(path)
+
+
+def write_processor_files(path: Path) -> None:
+    """processor_config.json and preprocessor_config.json for the tiny vision tower (also
+    the task model's, ``_tiny_task_gemma4``)."""
     _write_json(
         path / "processor_config.json",
         {
