@@ -202,3 +202,23 @@ def test_a_kv_pool_launch_shares_one_pool_of_the_tokens_given() -> None:
     # Engines with no such option say so, and a launch asked for one is refused.
     for name in ("mlx-lm", "vllm-mlx", "transformers", "llama-cpp-python", "ollama"):
         assert get_engine(name).kv_pool_args(2048) is None, name
+
+
+@pytest.mark.parametrize(
+    ("version", "stack"),
+    [
+        # 0.2.x asks for floors only; today's MLX stops it serving, so the stack of its release.
+        ("0.2.8", ["mlx[cpu]==0.31.2", "mlx-lm==0.31.2", "mlx-vlm==0.4.4"]),
+        ("0.2.9", ["mlx[cpu]==0.31.2", "mlx-lm==0.31.2", "mlx-vlm==0.4.4"]),
+        ("0.3.0", ["mlx[cpu]"]),
+        ("0.6.0", ["mlx[cpu]"]),
+    ],
+)
+def test_vllm_mlx_installs_the_mlx_stack_its_release_serves_on(
+    version: str, stack: list[str]
+) -> None:
+    (requirements,) = get_engine("vllm-mlx").pip_requirements(version, "linux")
+    assert requirements == [*stack, f"vllm-mlx=={version}", "torch==2.13.0", "torchvision==0.28.*"]
+    assert get_engine("vllm-mlx").pip_requirements(version, "macos-arm64") == [
+        [f"vllm-mlx=={version}"]
+    ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from packaging.version import Version
+
 from batchprobe.engines._base import PipEngine
 from batchprobe.engines._known import KnownIssue
 from batchprobe.engines._types import Capabilities, Installation, LaunchSpec, PlatformName
@@ -86,7 +88,13 @@ class VllmMlx(PipEngine):
         if platform == "macos-arm64":
             return [[f"vllm-mlx=={version}"]]
         # A plain Linux install drags in a 6.5 GB CUDA torch; the CPU wheel is enough.
-        return [["mlx[cpu]", f"vllm-mlx=={version}", "torch==2.13.0", "torchvision==0.28.*"]]
+        torch = ["torch==2.13.0", "torchvision==0.28.*"]
+        if Version(version) < Version("0.3.0"):
+            # 0.2.x asks only for floors, and today's MLX stops it serving ("There is no
+            # Stream(cpu, 1) in current thread" in its batch thread): the stack of its release.
+            return [["mlx[cpu]==0.31.2", "mlx-lm==0.31.2", "mlx-vlm==0.4.4",
+                     f"vllm-mlx=={version}", *torch]]
+        return [["mlx[cpu]", f"vllm-mlx=={version}", *torch]]
 
     def post_install(self, platform: PlatformName) -> list[list[str]]:
         if platform == "macos-arm64":
