@@ -1,5 +1,5 @@
-"""`batchprobe bisect` on real vllm-mlx releases: the Gemma-4 shared_kv bug of 0.3.0 was
-fixed in 0.4.0, found from 0.6.0 (good) and 0.3.0 (bad) in a binary search's probes."""
+"""`batchprobe bisect` on real vllm-mlx releases: the prefix-cache leak of 0.2.8 (#384) was fixed
+in 0.2.9, found searching from 0.2.8 (bad) to 0.6.0 (good)."""
 
 from __future__ import annotations
 
@@ -10,37 +10,34 @@ from pathlib import Path
 
 import pytest
 
-from batchprobe.corpus import case_model
-from batchprobe.engines import get_engine, installed_versions
-
 pytestmark = pytest.mark.engine
 
 
-def test_bisect_finds_the_release_that_fixed_shared_kv(tmp_path: Path) -> None:
-    model = case_model("tiny:gemma4")
+def test_bisect_finds_the_release_that_fixed_the_prefix_leak(tmp_path: Path) -> None:
     output = tmp_path / "bisect.json"
-    # The shared-kv case's plan (corpus/cases/vllm-mlx-gemma4-shared-kv.json), counts only and
-    # on the random tiny gemma-4 (the case itself runs tiny-gemma4's recalls too): the bug fails
-    # every batched request, so one burst at 4 beside its serial reference shows it.
+    # The #384 case's plan (corpus/cases/vllm-mlx-gemma4-prefix-lcp-leak.json), and the
+    # gemma4-attention patch so that 0.3.0 is judged on this bug, not on its shared_kv one.
+    # Searched over the 0.2.x-0.3.0 releases: over the index's (0.2.9 to 0.5.0) it found 0.2.9
+    # here too, probing 0.4.0 and 0.2.9, in 379 s, 325 of them 0.4.0's (its chat path spends
+    # ~2 tokens a character of this model's prompts).
     argv = [sys.executable, "-m", "batchprobe", "bisect", "--engine", "vllm-mlx",
-            "--model", model, "--good", "0.6.0", "--bad", "0.3.0", "--workloads", "decode",
-            "--sessions", "4", "--max-tokens", "96", "--arms", "batching@1,batching@4",
+            "--model", "tiny-gemma4-wide", "--good", "0.6.0", "--bad", "0.2.8",
+            "--versions", "0.2.9,0.3.0", "--patch", "gemma4-attention", "--prompt-style", "chat",
+            "--sessions", "8", "--haystack-tokens", "200", "--arms", "batching@1,batching@8",
             "--shapes", "burst", "--output", str(output)]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=3000, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=1500, check=False)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     report = json.loads(output.read_text())
     assert report["status"] == "found" and report["direction"] == "fix", out
-    assert (report["first_changed"], report["last_unchanged"]) == ("0.4.0", "0.3.0"), out
-    # 0.4.0, 0.4.1 and 0.5.0 lie between: two probes (each version installed if missing).
-    tried = [t["version"] for t in report["tries"]]
-    assert tried == ["0.4.1", "0.4.0"], out
-    assert all(t["judgement"] == "good" and t["correct"] is True for t in report["tries"])
-    assert {"0.4.0", "0.4.1"} <= set(installed_versions(get_engine("vllm-mlx")))
-    for t in report["tries"]:
-        verdict = json.loads(Path(t["verdict_file"]).read_text())
-        assert verdict["config"]["engine"] == f"vllm-mlx=={t['version']}"
-    assert "first fixed version: vllm-mlx 0.4.0" in done.stdout
+    assert (report["first_changed"], report["last_unchanged"]) == ("0.2.9", "0.2.8"), out
+    assert report["versions"] == ["0.2.8", "0.2.9", "0.3.0", "0.6.0"]
+    (tried,) = report["tries"]
+    assert (tried["version"], tried["judgement"], tried["correct"]) == ("0.2.9", "good", True)
+    assert tried["judged"] == 16 and tried["diagnoses"] == []
+    verdict = json.loads(Path(tried["verdict_file"]).read_text())
+    assert verdict["config"]["engine"] == "vllm-mlx==0.2.9"
+    assert "first fixed version: vllm-mlx 0.2.9" in done.stdout
     # Run again: resumed from the file, nothing probed.
     again = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
     assert again.returncode == 0 and json.loads(output.read_text()) == report

@@ -162,3 +162,24 @@ def test_log_patterns_only_corroborate_a_finding_issue() -> None:
     with pytest.raises(ValidationError, match="only with where='finding'"):
         KnownIssue(issue_id="x", title="t", patterns=("a",), log_patterns=("b",), where="log",
                    explanation="e", remedy="r")
+
+
+# vllm-mlx 0.2.8's burst at 8 on tiny-gemma4-wide, chat (measured 2026-12-06): batch-mates
+# answer the count of the session whose partial prefix-cache hit wrote into the stored entry.
+LEAK_FINDING = (
+    "cross_talk: session 10 (sent with 2 in flight (client's view); max_tokens 96, 100 prompt "
+    "tokens, chat) answered with the content of session(s) 15 (cross-talk): '17707, 17708, "
+    "17709, 17710, 17711, 17712, 17713,'"
+)
+LEAK_LOG = "INFO:vllm_mlx.mllm_batch_generator:MLLMBatchGenerator: KV prefix cache enabled\n"
+
+
+def test_the_prefix_leak_is_named_from_cross_talk_on_the_multimodal_prefix_cache() -> None:
+    found = diagnose_findings("vllm-mlx", "0.2.8", [LEAK_FINDING], LEAK_LOG)
+    assert [d.issue_id for d in found] == ["vllm-mlx-prefix-lcp-leak"]
+    assert found[0].evidence == [LEAK_FINDING, LEAK_LOG.strip()] and found[0].fixed_in == "0.2.9"
+    # Not on the fixed version; not without the multimodal prefix cache; not for another kind.
+    assert diagnose_findings("vllm-mlx", "0.2.9", [LEAK_FINDING], LEAK_LOG) == []
+    assert diagnose_findings("vllm-mlx", "0.2.8", [LEAK_FINDING]) == []
+    broke = "count_broke: session 10 (max_tokens 96, 100 prompt tokens, chat) count broke"
+    assert diagnose_findings("vllm-mlx", "0.2.8", [broke], LEAK_LOG) == []

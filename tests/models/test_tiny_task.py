@@ -25,7 +25,7 @@ def test_a_family_without_a_task_model_is_named_with_the_allowed_ones(tmp_path: 
     with pytest.raises(ConfigError) as info:
         build_task("qwen3", tmp_path / "m")
     assert info.value.field == "family" and "'qwen3'" in str(info.value)
-    assert "allowed: llama, gemma3, gemma4" in str(info.value)
+    assert "allowed: llama, gemma3, gemma4, gemma4-wide" in str(info.value)
     result = CliRunner().invoke(main, ["models", "build-tiny", "gemma5", str(tmp_path / "x"), "--task"])
     assert result.exit_code == 2 and "gemma5" in result.output
     nothing_left(tmp_path / "m")
@@ -137,3 +137,20 @@ def test_the_builder_knows_the_probes_marker_and_bias_words() -> None:
              if isinstance(t, ast.Name) and isinstance(node.value, ast.List)}
     assert lists["BIAS_WORDS"] == list(BIAS_WORDS)
     assert lists["KEYS"] == [f"{k}=" for k in (NEEDLE_KEY, *KEYS)]
+
+
+@pytest.mark.engine  # one build of ~10 s in the model-tools environment
+def test_the_wide_gemma4_is_gemma4_with_a_window_as_long_as_its_context(tmp_path: Path) -> None:
+    wide = build_task("gemma4-wide", tmp_path / "wide")
+    narrow = build_task("gemma4", tmp_path / "narrow")
+    config, narrow_config = (json.loads((m / "config.json").read_text()) for m in (wide, narrow))
+    text = config["text_config"]
+    # Wider than any prompt the probe sends: its sliding layers never wrap.
+    assert text["sliding_window"] == text["max_position_embeddings"] >= 8192
+    assert {**text, "sliding_window": narrow_config["text_config"]["sliding_window"]} == (
+        narrow_config["text_config"])
+    # The same weights and tokenizer (the staging manifest lists config.json's size too).
+    differ = {".batchprobe-files.json", "config.json"}
+    assert {k: v for k, v in _digests(wide).items() if k not in differ} == {
+        k: v for k, v in _digests(narrow).items() if k not in differ}
+    _alias_is_the_build("tiny-gemma4-wide", wide)

@@ -10,6 +10,7 @@ from batchprobe.engines._types import ModelFormat
 from batchprobe.models import ALIASES, resolve_model
 from batchprobe.models._resolve import MODEL_FORMATS
 from batchprobe.models.tiny import TINY_FAMILIES, build_tiny
+from batchprobe.models.tiny_task import TASK_FAMILIES
 from batchprobe.models.unpack import unpack
 
 
@@ -38,12 +39,13 @@ def unpack_cmd(model: str, directory: Path) -> None:
 
 
 @models.command(name="build-tiny")
-@click.argument("family", type=click.Choice(TINY_FAMILIES))
+@click.argument("family", type=click.Choice(sorted({*TINY_FAMILIES, *TASK_FAMILIES})))
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--seed", type=int, default=0, show_default=True, help="Weight seed (random weights).")
 @click.option("--task", is_flag=True,
               help="The constructed model that does the probe's tasks (recall, counts) instead "
-                   "of random weights: llama (model.gguf beside the checkpoint) or gemma3.")
+                   "of random weights: llama (model.gguf beside the checkpoint), gemma3, "
+                   "gemma4, or gemma4-wide (gemma4 with a window as long as its context).")
 def build_tiny_cmd(family: str, directory: Path, seed: int, task: bool) -> None:
     """Build a tiny FAMILY model (offline) into DIRECTORY: random weights, or --task."""
     click.echo(str(build_tiny(family, directory, seed=seed, task=task)))

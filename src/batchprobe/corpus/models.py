@@ -97,7 +97,7 @@ class Case(_Model):
     references: list[str] = Field(description="Upstream issues and pull requests.")
     engine: str
     model: str = Field(
-        description="A model alias (gemma3-270m, tiny-llama, tiny-gemma3, tiny-gemma4) or a tiny offline random model: tiny:gemma3, tiny:gemma4, tiny:llama."
+        description="A model alias (gemma3-270m, tiny-llama, tiny-gemma3, tiny-gemma4, tiny-gemma4-wide) or a tiny offline random model: tiny:gemma3, tiny:gemma4, tiny:llama."
     )
     run: dict[str, JsonValue] = Field(
         default_factory=dict, description="plan_run options: sessions, workloads, shapes, arms..."

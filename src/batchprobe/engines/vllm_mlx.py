@@ -70,6 +70,31 @@ SLIDING_WINDOW_HIT = KnownIssue(
 )
 
 
+PREFIX_LCP_LEAK = KnownIssue(
+    issue_id="vllm-mlx-prefix-lcp-leak",
+    title="vllm-mlx's prefix cache hands a request KV another request wrote (Gemma-4, "
+    "continuous batching)",
+    # Silent: another session's answer, on the multimodal path, whose prefix cache is on
+    # whatever the flags say (0.2.x builds its config without --disable-prefix-cache).
+    patterns=(r"^cross_talk: ",),
+    where="finding",
+    log_patterns=(r"MLLMBatchGenerator: KV prefix cache enabled",),
+    affected="<0.2.9",
+    explanation=(
+        "When a prompt shares only its beginning with a stored prefix-cache entry (the longest "
+        "common prefix), the cache hands the request a copy of that entry cut back to the "
+        "shared length. For a plain KVCache the copy kept the entry's own key and value "
+        "arrays, so the request's prefill wrote its tokens' KV into them in place: the stored "
+        "entry then held another prompt's KV under its own tokens, and the next request it "
+        "served (a re-send, a later turn, or a batch-mate sharing its prefix) answered from "
+        "that other prompt. Reported as vllm-mlx #384 on Gemma 4 at 12-32 concurrent chats; "
+        "fixed in 0.2.9 by slicing the arrays to the shared length (#385)."
+    ),
+    remedy="Upgrade to vllm-mlx>=0.2.9.",
+    fixed_in="0.2.9",
+)
+
+
 class VllmMlx(PipEngine):
     """vllm-mlx: an MLX port of vLLM's server; multimodal models go through mlx-vlm."""
 
@@ -78,7 +103,7 @@ class VllmMlx(PipEngine):
     description = "vLLM-style OpenAI server on MLX (text via mlx-lm, multimodal via mlx-vlm)."
     package = "vllm-mlx"
     default_version = "0.6.0"
-    known_issues = (SHARED_KV, BUSY_503, SLIDING_WINDOW_HIT)
+    known_issues = (SHARED_KV, BUSY_503, SLIDING_WINDOW_HIT, PREFIX_LCP_LEAK)
     # MLX's CPU matmul (~5 GFLOPS here) takes a minute per gemma3-270m haystack; the constructed
     # tiny llama does the tasks at a few hundred tokens a second.
     default_model = "tiny-llama"

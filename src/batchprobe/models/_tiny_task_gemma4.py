@@ -213,7 +213,7 @@ def add_gemma4_tokens(out: Path) -> None:
     write_processor_files(out)
 
 
-def write_gemma4_config(out: Path) -> None:
+def write_gemma4_config(out: Path, *, sliding_window: int = SLIDING_WINDOW) -> None:
     ids = {t: V + i for i, t in enumerate(GEMMA_SPECIALS)}
     rope = {"rope_type": "default", "rope_theta": ROPE_BASE}
     text = {
@@ -222,7 +222,7 @@ def write_gemma4_config(out: Path) -> None:
         "num_attention_heads": N_HEADS, "num_key_value_heads": 1, "head_dim": HEAD_DIM,
         "global_head_dim": HEAD_DIM, "num_global_key_value_heads": None,
         "attention_k_eq_v": False, "num_kv_shared_layers": SHARED,
-        "hidden_size_per_layer_input": PLE, "sliding_window": SLIDING_WINDOW,
+        "hidden_size_per_layer_input": PLE, "sliding_window": sliding_window,
         "layer_types": LAYER_TYPES, "max_position_embeddings": MAX_LEN,
         "rope_parameters": {"sliding_attention": dict(rope), "full_attention": dict(rope)},
         "final_logit_softcapping": None, "use_double_wide_mlp": False,

@@ -15,7 +15,8 @@ def build_tiny(
 ) -> Path:
     """Write the tiny ``family`` model into ``path`` (replaced if present) and return it.
 
-    ``task``: the constructed model that does the probe's tasks (``tiny_task``; llama, gemma3, gemma4);
+    ``task``: the constructed model that does the probe's tasks (``tiny_task``: llama, gemma3,
+    gemma4, gemma4-wide);
     else random weights: gemma3 and llama are written under the mlx-lm environment's python
     (installed into ``cache_dir`` when missing); gemma4 needs nothing installed.
     """

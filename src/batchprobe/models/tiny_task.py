@@ -8,7 +8,7 @@ is judged. The gemma3 family is the same construction in gemma-3's layout, its f
 a sliding-window one of 128 tokens (``_tiny_task_gemma3.py``), for the engines' rotating
 caches; the gemma4 family carries it over to gemma-4's layout, the last two of four layers
 reading the KV of the first two, with a tiny vision tower (``_tiny_task_gemma4.py``), for the
-engines' Gemma-4 paths. Deterministic: the same files from the same recipe, in about 10 s on 2 cores, under
+engines' Gemma-4 paths; gemma4-wide is the same with a window as long as its context. Deterministic: the same files from the same recipe, in about 10 s on 2 cores, under
 the model-tools python (numpy, scipy, safetensors, tokenizers, gguf), cached by a hash of the
 recipe. A llama folder also holds ``model.gguf``, whose MLP is widened with zero units so
 llama.cpp spends ~3 ms a token on it: a reply then streams token by token, as a real model's
@@ -28,7 +28,9 @@ _HERE = Path(__file__).parent
 SCRIPT = _HERE / "_tiny_task_build.py"
 SOURCES = (SCRIPT, _HERE / "_tiny_task_kernels.py", _HERE / "_tiny_task_gguf.py",
            _HERE / "_tiny_task_gemma3.py", _HERE / "_tiny_task_gemma4.py", _HERE / "tiny_gemma4.py")
-TASK_FAMILIES = ("llama", "gemma3", "gemma4")
+# gemma4-wide: gemma4 with a sliding window as long as its context, for the bugs of the
+# full-attention and shared-KV paths without the rotating caches' (vllm-mlx #384).
+TASK_FAMILIES = ("llama", "gemma3", "gemma4", "gemma4-wide")
 GGUF_NAME = "model.gguf"
 # 8.7 MB of float32 weights, the GGUF's 110 MB (its MLP widened), with room to spare.
 NEEDED_BYTES = 200 * 1024 * 1024
