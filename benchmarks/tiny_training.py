@@ -29,11 +29,13 @@ from batchprobe.probe import plan_run, run_plan
 from batchprobe.results import Report
 
 ENGINES = ("llama.cpp", "transformers", "mlx-lm", "vllm-mlx")
-ALIAS = {"llama": "tiny-llama", "gemma3": "tiny-gemma3", "gemma4": "tiny-gemma4"}
+ALIAS = {"llama": "tiny-llama", "gemma3": "tiny-gemma3", "gemma4": "tiny-gemma4",
+         "gemma4-wide": "tiny-gemma4-wide"}
 # The engines that load a family: only llama has a GGUF (llama.cpp's share is tiny-llama's).
 # transformers serve loads a Gemma-4 checkpoint's image and video processors, which need Pillow
 # and torchvision: PyPI's torchvision does not load beside the CPU torch of its environment.
-LOADS = {"gemma3": ("transformers", "mlx-lm", "vllm-mlx"), "gemma4": ("mlx-lm", "vllm-mlx")}
+LOADS = {"gemma3": ("transformers", "mlx-lm", "vllm-mlx"), "gemma4": ("mlx-lm", "vllm-mlx"),
+         "gemma4-wide": ("mlx-lm", "vllm-mlx")}
 
 
 @dataclass
