@@ -28,6 +28,11 @@ def test_a_family_without_a_task_model_is_named_with_the_allowed_ones(tmp_path: 
     assert "allowed: llama, gemma3, gemma4, gemma4-wide" in str(info.value)
     result = CliRunner().invoke(main, ["models", "build-tiny", "gemma5", str(tmp_path / "x"), "--task"])
     assert result.exit_code == 2 and "gemma5" in result.output
+    # A task-only family without --task says how to build it.
+    result = CliRunner().invoke(main, ["models", "build-tiny", "gemma4-wide", str(tmp_path / "y")])
+    assert result.exit_code == 2 and "family: 'gemma4-wide' has no random-weight model" in result.output
+    assert "--task" in result.output and "allowed: gemma3, gemma4, llama" in result.output
+    assert not (tmp_path / "y").exists()
     nothing_left(tmp_path / "m")
 
 

@@ -28,4 +28,7 @@ def build_tiny(
         return tiny_llama.build(path, seed, cache_dir=cache_dir)
     if family == "gemma3":
         return tiny_gemma3.build(path, seed, cache_dir=cache_dir)
-    raise ConfigError("family", f"{family!r} is not a tiny model; allowed: {', '.join(TINY_FAMILIES)}")
+    also = f" ({family} is built with task=True, --task)" if family in tiny_task.TASK_FAMILIES else ""
+    raise ConfigError(
+        "family", f"{family!r} has no random-weight model{also}; allowed: {', '.join(TINY_FAMILIES)}"
+    )
