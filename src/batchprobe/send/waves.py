@@ -147,6 +147,10 @@ class _Wave:
             finally:
                 for w in waits:
                     w.cancel()
+            if when.beside in self.first:
+                # It holds a slot, so it is on its way to the wire: ``latest`` is for a long
+                # prompt that has none, not for one a busy client worker process relays late.
+                await self.wait(AfterStart(when.beside))
             if self._waiting(me):
                 await asyncio.sleep(when.settle_s)  # its request on the wire, at the server
         if state.done:
