@@ -15,14 +15,18 @@ from proctools import procs_with
 
 pytestmark = pytest.mark.engine
 
-# The merge-crash case's own runs are the bisect test's (tests/e2e/test_bisect_mlx_lm.py), which
-# checks their verdicts against the case: run once, not twice.
-CHECKED_BY_BISECT = frozenset({"mlx-lm-rotating-cache-merge"})
+# Runs the bisect tests make, and check against the case: run once, not twice. The merge-crash
+# case's both versions (tests/e2e/test_bisect_mlx_lm.py), #384's fixed one
+# (tests/e2e/test_bisect_vllm_mlx.py, its one probe).
+CHECKED_BY_BISECT = frozenset({
+    ("mlx-lm-rotating-cache-merge", "broken"), ("mlx-lm-rotating-cache-merge", "fixed"),
+    ("vllm-mlx-gemma4-prefix-lcp-leak", "fixed"),
+})
 VERSIONS = [
     pytest.param(case.case_id, entry.label, False, id=f"{case.case_id}-{entry.label}")
     for case in builtin_cases()
-    if case.case_id not in CHECKED_BY_BISECT
     for entry in case.versions
+    if (case.case_id, entry.label) not in CHECKED_BY_BISECT
 ]
 # Under the default plan (no run options): every version that states what it expects there
 # (the others say why not, in default_plan_not_checked).
