@@ -270,5 +270,8 @@ def test_buffered_sends_every_chunk_at_once_at_the_end() -> None:
     with FakeServerThread(fake) as server:
         _, arrivals = asyncio.run(go(server.base_url))
     assert len(arrivals) == 10
-    assert arrivals[-1] - arrivals[0] < 0.01  # all at once
-    assert arrivals[0] > 0.18  # ... after the whole schedule (20 ms + 9 x 20 ms)
+    # The first after the whole schedule (20 ms + 9 x 20 ms), where a stream sends it at 20 ms;
+    # the rest with it, in one read (bounded loosely: a loaded worker can be descheduled
+    # between the lines it reads).
+    assert arrivals[0] > 0.18
+    assert arrivals[-1] - arrivals[0] < 0.1

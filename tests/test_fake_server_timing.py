@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from batchprobe.fake import FakeServerConfig, FakeServerProcess, FakeServerThread
+from batchprobe.fake import FakeServerProcess
 from batchprobe.fake._clock import TokenClock
 
 
@@ -76,24 +76,17 @@ def test_ttft_and_itl_medians_match_injected_truth_at_8_streams() -> None:
 
 
 def test_schedule_is_absolute_so_the_stream_does_not_drift() -> None:
-    config = FakeServerConfig(ttft_ms=20.0, itl_ms=5.0)
-    with FakeServerThread(config) as server:
+    with FakeServerProcess("--ttft-ms", "20", "--itl-ms", "5") as server:
         timed, _ = concurrent_streams(server.base_url, count=2, max_tokens=100)
     for t in timed:
         # 20 ms + 99 x 5 ms = 515 ms; relative sleeps would drift by the overshoot per token.
         assert t.end - t.sent == pytest.approx(0.515, rel=0.05)
 
 
-def aggregate_rate(config: FakeServerConfig, streams: int, max_tokens: int) -> float:
-    with FakeServerThread(config) as server:
-        timed, wall = concurrent_streams(server.base_url, streams, max_tokens)
-    assert all(len(t.arrivals) == max_tokens for t in timed)
-    return streams * max_tokens / wall
-
-
 def _process_rate(args: list[str], streams: int, max_tokens: int) -> float:
-    """As ``aggregate_rate``, against the fake in its own process: an in-process server shares
-    the GIL with the client, and four streams of client work then slow the serial schedule."""
+    """The aggregate token rate of ``streams`` streams sent at once, against the fake in its
+    own process: an in-process server shares the GIL with the client, and on loaded workers
+    the client's work then moves the fake's schedule."""
     with FakeServerProcess(*args) as server:
         timed, wall = concurrent_streams(server.base_url, streams, max_tokens)
     assert all(len(t.arrivals) == max_tokens for t in timed)
@@ -111,21 +104,23 @@ def test_continuous_batching_scales_and_serial_does_not() -> None:
 
 
 def test_slowdown_one_gives_no_aggregate_gain() -> None:
-    slow = FakeServerConfig(ttft_ms=10.0, itl_ms=5.0, slowdown=1.0)
-    alone = aggregate_rate(slow, 1, 30)
-    four = aggregate_rate(slow, 4, 30)
+    slow = ["--ttft-ms", "10", "--itl-ms", "5", "--slowdown", "1.0"]
+    alone = _process_rate(slow, 1, 30)
+    four = _process_rate(slow, 4, 30)
     # step = itl * (1 + 1 * 3): four streams each run 4x slower, so the total stays put.
     assert four / alone == pytest.approx(1.0, rel=0.25)
 
 
 def test_batch_cap_queues_requests_beyond_it() -> None:
-    config = FakeServerConfig(ttft_ms=200.0, itl_ms=40.0, batch_cap=2)
-    with FakeServerThread(config) as server:
+    with FakeServerProcess("--ttft-ms", "200", "--itl-ms", "40", "--batch-cap", "2") as server:
         timed, _ = concurrent_streams(server.base_url, count=4, max_tokens=10)
     ttfts = sorted(t.ttft for t in timed)
-    # Two start at once; two wait for a free slot (200 ms + 9 x 40 ms) before their prefill.
-    assert ttfts[1] == pytest.approx(0.200, rel=0.15)
-    assert ttfts[2] == pytest.approx(0.760, rel=0.10)
+    # Two start at once; two wait for a free slot (200 ms + 9 x 40 ms) before their prefill
+    # (760 ms). A loaded machine can only make a token later: the queued pair is held to its
+    # lower bound, well apart from the first pair, not to an upper one (a starved CI worker
+    # once saw 1.09 s).
+    assert ttfts[2] >= 0.760 * 0.95 and ttfts[3] >= 0.760 * 0.95, ttfts
+    assert ttfts[2] - ttfts[1] >= 0.3, ttfts
 
 
 def test_token_clock_jitter_is_seeded_and_does_not_accumulate() -> None:

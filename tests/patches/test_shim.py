@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from batchprobe.engines import install, launch
-from batchprobe.patches import shim_dir, shim_env
+from batchprobe.patches import patch_outcomes, shim_dir, shim_env
 
 from .conftest import VLLM_MLX_MLX_VLM, mlx_vlm_python
+from .stub_gemma4 import write_stub
 
 PROBE = Path(__file__).with_name("_vllm_mlx_probe.py")
 
@@ -161,3 +162,20 @@ def test_served_batching_errors_without_the_patch_and_works_with_it(
     assert all(c["message"]["content"] for c in patched)
     log = (tmp_path / "patched.log").read_text()
     assert "gemma4-attention: replaced" in log and "shared_kv" not in log
+
+
+@pytest.mark.parametrize(
+    ("new", "imported", "outcome"),
+    [(True, True, "applied"), (False, True, "not applied"), (True, False, "not reached")],
+    ids=["mirrored-signature", "older-signature", "never-imported"],
+)
+def test_the_shim_says_whether_a_patch_applied_in_a_line_batchprobe_reads_back(
+    tmp_path: Path, new: bool, imported: bool, outcome: str
+) -> None:
+    stub = write_stub(tmp_path, new=new)
+    code = "import mlx_vlm.models.gemma4.language" if imported else "pass"
+    done = run_python(sys.executable, ["-c", code], patches="gemma4-attention", extra_path=[stub])
+    assert done.returncode == 0, done.stderr
+    assert patch_outcomes(["gemma4-attention"], done.stderr.splitlines()) == {
+        "gemma4-attention": outcome
+    }, done.stderr

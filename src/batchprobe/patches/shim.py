@@ -9,11 +9,14 @@ nothing.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal
 
 from batchprobe.patches.registry import get_patch
 
-__all__ = ["PATCHES_ENV", "shim_dir", "shim_env"]
+__all__ = ["PATCHES_ENV", "PatchOutcome", "patch_outcomes", "shim_dir", "shim_env"]
 
 PATCHES_ENV = "BATCHPROBE_PATCHES"
 
@@ -31,3 +34,26 @@ def shim_env(names: list[str]) -> dict[str, str]:
     """
     checked = [get_patch(name).name for name in names]
     return {PATCHES_ENV: ",".join(dict.fromkeys(checked))} if checked else {}
+
+
+PatchOutcome = Literal["applied", "not applied", "not reached"]
+# The lines the shim logs when a patch's target is first imported (sitecustomize.py's
+# ``_apply_logged``; it runs without batchprobe, so it cannot import these).
+_OUTCOME = re.compile(r"batchprobe shim: (?P<name>[\w-]+) (?P<how>applied|did not apply)\b")
+
+
+def patch_outcomes(names: Iterable[str], lines: Iterable[str]) -> dict[str, PatchOutcome]:
+    """How each patch of ``names`` fared in the engine processes whose log ``lines`` are:
+    ``applied`` when a process says so, ``not applied`` when one tried and none applied it,
+    ``not reached`` when none imported its target (it changed nothing)."""
+    seen: dict[str, set[str]] = {name: set() for name in names}
+    for line in lines:
+        if "batchprobe shim: " not in line:
+            continue
+        for match in _OUTCOME.finditer(line):
+            if match["name"] in seen:
+                seen[match["name"]].add(match["how"])
+    return {
+        name: "applied" if "applied" in hows else "not applied" if hows else "not reached"
+        for name, hows in seen.items()
+    }

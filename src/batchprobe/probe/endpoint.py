@@ -50,7 +50,6 @@ class Endpoint:
     log_path: str | None = None
     is_alive: Callable[[], bool] | None = None
     diagnose: Callable[[list[str]], list[Diagnosis]] = field(default=_no_diagnosis)
-    patches: tuple[str, ...] = ()
     process: EngineProcess | None = None
     request_ids: bool = True  # send x-request-id (see Capabilities.request_id_header)
 

@@ -108,7 +108,6 @@ class EngineProvider:
             log_path=str(engine.log_path),
             is_alive=engine.is_alive,
             diagnose=explain_errors,
-            patches=tuple(self.patches),
             request_ids=engine.capabilities.request_id_header,
             process=EngineProcess(
                 pid=engine.pid,

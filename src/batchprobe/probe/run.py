@@ -21,6 +21,7 @@ from batchprobe.probe.cache import cache_policy, launch_spec
 from batchprobe.probe.endpoint import Endpoint, EndpointProvider, engine_died, server_lost
 from batchprobe.probe.interrupts import signals_as_interrupt
 from batchprobe.probe.metrics import arm_metrics
+from batchprobe.probe.patched import record_patches
 from batchprobe.probe.pressure import PressureWave
 from batchprobe.probe.references import ReferenceRounds
 from batchprobe.probe.replay import replay_wrong
@@ -175,6 +176,7 @@ class ProbeRun(RunState):
             if arm.metrics is None and arm.sessions:
                 arm.metrics = arm_metrics(arm.sessions, 0.0)
         report.comparisons = comparisons(report.arms)
+        record_patches(report)
         _warnings(report)
         self.judge()
         report.finished_at = utc_now()

@@ -253,7 +253,6 @@ class RunState:
     def served_by(self, ep: Endpoint, arm: ArmResult) -> None:
         arm.engine_version = ep.engine_version
         arm.log_path = ep.log_path
-        self.report.patches_applied = list(ep.patches)
         self.report.environment.engine_version = ep.engine_version
         if ep.process is not None:
             # On disk while the engine runs, so a stale one can be found and reaped.

@@ -102,20 +102,24 @@ def load_patch(name: str) -> ModuleType | None:
     return module
 
 
-def install(patch: ModuleType, finder: AfterImport) -> None:
+def install(name: str, patch: ModuleType, finder: AfterImport) -> None:
     """Arrange for ``patch`` to apply on its target's import and after each competing patch."""
     apply: Callable[[], bool] = patch.apply
     for module_name, function_name in patch.COMPETING_PATCHES:
         finder.after(module_name, functools.partial(_reassert_after, function_name, apply))
     if patch.TARGET_MODULE in sys.modules:
-        apply()
+        _apply_logged(name, apply)
     else:
-        finder.after(patch.TARGET_MODULE, lambda _module: _apply_logged(apply))
+        finder.after(patch.TARGET_MODULE, lambda _module: _apply_logged(name, apply))
 
 
-def _apply_logged(apply: Callable[[], bool]) -> None:
-    if not apply():
-        _log.warning("batchprobe shim: %s did not apply (see above)", apply.__module__)
+def _apply_logged(name: str, apply: Callable[[], bool]) -> None:
+    """Apply, and say how it went in the line batchprobe reads back from the engine's log
+    (``batchprobe.patches.shim.patch_outcomes``)."""
+    if apply():
+        _log.info("batchprobe shim: %s applied", name)
+    else:
+        _log.warning("batchprobe shim: %s did not apply (see above)", name)
 
 
 def _reassert_after(function_name: str, apply: Callable[[], bool], module: ModuleType) -> None:
@@ -159,7 +163,7 @@ def main() -> None:
         for name in names:
             patch = load_patch(name)
             if patch is not None:
-                install(patch, finder)
+                install(name.strip(), patch, finder)
                 _log.info("batchprobe shim: %s armed (pid %d)", name.strip(), os.getpid())
         sys.meta_path.insert(0, finder)
     _run_shadowed_sitecustomize()
