@@ -73,6 +73,19 @@ def test_a_conversation_turn_is_built_after_the_turn_before() -> None:
     assert sends[(2, 0)].after == AfterFinish(1)  # type: ignore[attr-defined]
 
 
+def test_a_later_turn_keeps_the_trigger_the_run_sent_it_on_where_that_request_is_replayed() -> None:
+    # The aborts conversation: turn 3 continues turn 1 and went once the dropped turn 2 ended;
+    # a turn 2 that finished before its client could hang up is in the case, and waited for.
+    first = _request(1, shape="aborts")
+    dropped = _request(2, shape="aborts", phase=1)
+    turn = _request(3, shape="aborts", phase=1, after=SentAfter(kind="finish", sessions=[2]))
+    planned = turn.item.model_copy(update={"turn": Turn(conversation=1, index=2, continues=1)})
+    turn = turn.model_copy(update={"item": planned, "planned": planned})
+    assert _sends([first, dropped, turn])[(3, 0)].after == AfterFinish(2)  # type: ignore[attr-defined]
+    # Turn 2 hung up and left out: once turn 1 ended.
+    assert _sends([first, turn])[(3, 0)].after == AfterFinish(1)  # type: ignore[attr-defined]
+
+
 def _standalone() -> ModuleType:
     spec = importlib.util.spec_from_file_location("standalone", STANDALONE)
     assert spec is not None and spec.loader is not None

@@ -53,13 +53,17 @@ def _trigger(after: SentAfter | None, firsts: set[int]) -> Trigger | None:
 
 
 def _send(r: ReproRequest, sessions: set[int], firsts: set[int], first_phase: int) -> Send:
-    """As its shape sent it: after its trigger (a conversation's later turn built from the
-    turn before, once that one ended), in its phase; else at its offset after the start."""
+    """As its shape sent it: after its trigger, in its phase (a conversation's later turn
+    built from the turn before: with no trigger of the run's kept, once that one ended); else
+    at its offset after the start."""
     item = _sent(r, sessions)
-    if item is r.planned and item.turn is not None and item.turn.continues is not None:
+    trigger = _trigger(r.after, firsts)
+    if trigger is None and item is r.planned and item.turn is not None \
+            and item.turn.continues is not None:
+        # No recorded trigger to keep (the run's, e.g. a dropped turn's end, holds where that
+        # request is replayed too): once the turn it continues ended.
         return Send(item, copy_index=r.copy_index, phase=r.phase,
                     after=AfterFinish(item.turn.continues))
-    trigger = _trigger(r.after, firsts)
     if trigger is not None or r.phase > first_phase:
         return Send(item, copy_index=r.copy_index, phase=r.phase, after=trigger,
                     delay_s=r.delay_s)
