@@ -18,24 +18,23 @@ def _lines(paths: list[Path]) -> Iterator[str]:
             continue
 
 
-def record_patches(report: Report) -> None:
-    """Set ``patches_applied`` to the patches an engine process of the run says it applied,
-    and warn of each one asked for that changed nothing (why is in the engine's log)."""
+def record_patches(report: Report) -> list[str]:
+    """Set ``patches_applied`` to the patches an engine process of the run says it applied;
+    returns a warning for each one asked for that changed nothing (why is in the engine's log)."""
     asked = report.config.patches
     logs = [Path(arm.log_path) for arm in report.arms if arm.log_path]
     if not asked or not logs:
         report.patches_applied = []
-        return
+        return []
     outcomes = patch_outcomes(asked, _lines(logs))
     report.patches_applied = [name for name, how in outcomes.items() if how == "applied"]
     where = ", ".join(str(p) for p in dict.fromkeys(logs))
+    warnings = []
     for name, how in outcomes.items():
         if how == "not applied":
-            message = f"patch {name} did not apply in the engine, so it changed nothing (why: {where})"
+            warnings.append(
+                f"patch {name} did not apply in the engine, so it changed nothing (why: {where})")
         elif how == "not reached":
-            message = (f"patch {name} changed nothing: the engine never loaded the code it "
-                       f"patches (it needs {get_patch(name).requires})")
-        else:
-            continue
-        if message not in report.warnings:
-            report.warnings.append(message)
+            warnings.append(f"patch {name} changed nothing: the engine never loaded the code it "
+                            f"patches (it needs {get_patch(name).requires})")
+    return warnings

@@ -176,7 +176,8 @@ class ProbeRun(RunState):
             if arm.metrics is None and arm.sessions:
                 arm.metrics = arm_metrics(arm.sessions, 0.0)
         report.comparisons = comparisons(report.arms)
-        record_patches(report)
+        for warning in record_patches(report):
+            _warn_once(report, warning)
         _warnings(report)
         self.judge()
         report.finished_at = utc_now()

@@ -156,15 +156,15 @@ def _run_shadowed_sitecustomize() -> None:
 
 
 def main() -> None:
-    names = [n for n in os.environ.get(_ENV, "").split(",") if n.strip()]
+    names = [n.strip() for n in os.environ.get(_ENV, "").split(",") if n.strip()]
     if names:
         _log_to_stderr()
         finder = AfterImport()
         for name in names:
             patch = load_patch(name)
             if patch is not None:
-                install(name.strip(), patch, finder)
-                _log.info("batchprobe shim: %s armed (pid %d)", name.strip(), os.getpid())
+                install(name, patch, finder)
+                _log.info("batchprobe shim: %s armed (pid %d)", name, os.getpid())
         sys.meta_path.insert(0, finder)
     _run_shadowed_sitecustomize()
 
