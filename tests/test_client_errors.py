@@ -144,6 +144,27 @@ def test_read_timeout_before_any_reply() -> None:
     assert record.error.kind is ErrorKind.READ_TIMEOUT
 
 
+def test_a_server_silent_to_the_end_is_a_total_timeout_when_no_read_limit_is_given() -> None:
+    # The read limit defaults to the total. Both used to go to aiohttp, which rounds a limit
+    # over 5 s up to a whole second, so the two fired in the same second and such a request
+    # ended read_timeout or total_timeout by chance (the merge-crash case saw both).
+    async def handler(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(30)
+        return web.Response(text="late")
+
+    async def go() -> list[RequestRecord]:
+        async with serve(handler) as url, OpenAIClient(
+            url, timeouts=Timeouts(connect=1.0, total=5.5)
+        ) as client:
+            return await asyncio.gather(*(
+                client.complete(CompletionRequest(request_id=f"r{i}", prompt="p", max_tokens=4))
+                for i in range(8)
+            ))
+
+    kinds = [r.error.kind if r.error else None for r in run(go())]
+    assert kinds == [ErrorKind.TOTAL_TIMEOUT] * 8
+
+
 def test_total_timeout_while_tokens_keep_coming() -> None:
     record = exchange(
         stream_of([event("t")] * 100, gap=0.05), timeouts=Timeouts(connect=1, read=1, total=0.5)

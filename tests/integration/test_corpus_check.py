@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from batchprobe.client.types import ErrorKind
-from batchprobe.corpus import Expectation, check
+from batchprobe.corpus import Case, Expectation, check, run_case
+from batchprobe.corpus import run as corpus_run
+from batchprobe.corpus.models import VersionCase
 from batchprobe.fake import FakeServerThread
 from batchprobe.probe import plan_run, run_plan
 from batchprobe.results.models import Outcome, Status
@@ -60,3 +64,55 @@ def test_a_clean_expectation_needs_an_answer_judged_and_correct_not_false(
     assert check(cross_talk, clean) == ["correct is False, expected not false (clean)"]
     healthy = probe(tmp_path, fast(batching="continuous"), shapes=["burst"])
     assert check(healthy, clean) == []
+
+
+def _flaky_case(tries: int) -> Case:
+    broken = VersionCase(version="1.0", label="broken", default_plan_not_checked="a test",
+                         expect=Expectation(outcome=Outcome.FAIL, correct=False))
+    fixed = VersionCase(version="2.0", label="fixed", default_plan_not_checked="a test",
+                        expect=Expectation(clean=True))
+    return Case(case_id="flaky", title="a bug that needs requests to meet by timing",
+                issue_id="none", references=[], engine="llama.cpp", model="m", tries=tries,
+                run={"shapes": "burst", "sessions": 4, "haystack_tokens": 200, "max_tokens": 24},
+                versions=[broken, fixed])
+
+
+def _runs_against(monkeypatch: pytest.MonkeyPatch, urls: list[str]) -> list[str]:
+    """run_case's engine runs sent, one after another, to the fake servers at ``urls``."""
+    left = iter(urls)
+    monkeypatch.setattr(corpus_run, "install", lambda ref, cache_dir=None: None)
+
+    def to_the_next(**options: object) -> object:
+        for name in ("engine", "model", "patches", "engine_args", "cache_dir"):
+            options.pop(name)
+        return plan_run(base_url=next(left), **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(corpus_run, "plan_run", to_the_next)
+    return urls
+
+
+@pytest.mark.parametrize("wrong_on", [1, 2, None])
+def test_a_version_expected_wrong_is_run_again_until_its_bug_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wrong_on: int | None
+) -> None:
+    healthy = fast(batching="continuous")
+    faulty = fast(fault="cross_talk", fault_when="concurrent")
+    configs = [faulty if i == wrong_on else healthy for i in (1, 2, 3)]
+    with FakeServerThread(configs[0]) as a, FakeServerThread(configs[1]) as b, \
+            FakeServerThread(configs[2]) as c:
+        _runs_against(monkeypatch, [a.base_url, b.base_url, c.base_url])
+        result = run_case(_flaky_case(tries=3), "broken", tmp_path)
+    assert result.tries == (wrong_on or 3)
+    assert result.as_expected is (wrong_on is not None), result.mismatches
+    assert result.verdict_file.endswith("-try2.json" if wrong_on == 2 else
+                                        "-try3.json" if wrong_on is None else "broken.json")
+    assert len(list(tmp_path.glob("flaky-broken*.json"))) == result.tries
+
+
+def test_a_version_expected_clean_runs_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeServerThread(fast(fault="cross_talk", fault_when="concurrent")) as a, \
+            FakeServerThread(fast(batching="continuous")) as b:
+        _runs_against(monkeypatch, [a.base_url, b.base_url])
+        result = run_case(_flaky_case(tries=3), "fixed", tmp_path)
+    assert result.tries == 1
+    assert result.mismatches == ["correct is False, expected not false (clean)"]

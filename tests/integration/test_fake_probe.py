@@ -13,6 +13,7 @@ from batchprobe.results import ArmSpec, Outcome, Report, Status
 from batchprobe.workload.decode import count_owner
 
 from .fakeprobe import SESSIONS, probe, probe_process
+from .judgeprobe import default_run
 
 
 def fast(**kw: object) -> FakeServerConfig:
@@ -208,3 +209,21 @@ def test_a_server_that_stops_generating_ends_the_run_at_its_first_timeout(
     assert serial.server_alive_after is False and serial.state == "failed"
     assert len(report.arms) == 1 or report.arms[1].sessions == []
     assert report.verdict.correct is False and report.verdict.outcome is Outcome.FAIL
+
+
+def test_a_server_that_stops_generating_while_asked_what_it_supports_ends_the_run(
+    tmp_path: Path,
+) -> None:
+    # The default plan; the server stops generating after discovery's second request
+    # (mlx-lm 0.31.1 with a sliding-window model dies on discovery's own re-sent prompts).
+    # Without the liveness check after a discovery request's timeout, each later question
+    # would wait out its own, then the run would go on into a dead server.
+    report, _ = default_run(tmp_path, "stall", {"request_timeout_s": 2.0,
+                                                "liveness_timeout_s": 1.0},
+                            fault="stall", exit_after=2)
+    assert report.status is Status.ENGINE_DIED, report.error
+    assert report.error is not None
+    assert "while batchprobe asked what it supports" in report.error.message
+    assert "ended with total_timeout" in report.error.message
+    assert not any(a.sessions for a in report.arms)  # no measured request was sent
+    assert report.verdict.outcome is not Outcome.PASS

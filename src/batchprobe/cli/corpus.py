@@ -70,11 +70,14 @@ def run_cmd(
                 case, entry.label, output_dir, default_plan=default_plan, cache_dir=cache_dir,
                 listener=listener,
             )  # fmt: skip
+        tried = f" (on run {result.tries} of {case.tries})" if result.tries > 1 else ""
         if result.as_expected:
-            out.print(f"{escape(head)}: as expected; verdict {escape(result.verdict_file)}")
+            out.print(f"{escape(head)}: as expected{tried}; verdict "
+                      f"{escape(result.verdict_file)}")
         else:
             failed = True
-            out.print(f"{escape(head)}: NOT as expected; verdict {escape(result.verdict_file)}")
+            out.print(f"{escape(head)}: NOT as expected{tried}; verdict "
+                      f"{escape(result.verdict_file)}")
             for mismatch in result.mismatches:
                 out.print(f"  - {escape(mismatch)}")
     code = 1 if failed else 0

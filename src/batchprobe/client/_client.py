@@ -87,8 +87,12 @@ class OpenAIClient:
         self._request_ids = request_ids
         self._session = session
         self._owns_session = session is None
+        # A silence limit no shorter than the total is no limit of its own: left to aiohttp it
+        # would race the total for the same second, and a request that never got a byte
+        # would end read_timeout or total_timeout by chance.
         self._timeout = aiohttp.ClientTimeout(
-            total=timeouts.total, sock_connect=timeouts.connect, sock_read=timeouts.read
+            total=timeouts.total, sock_connect=timeouts.connect,
+            sock_read=timeouts.read if timeouts.read < timeouts.total else None,
         )
         self._urls = {api: self._url(path) for api, path in PATHS.items()}
         self.connection_policy = ConnectionPolicy()

@@ -6,7 +6,8 @@ request has, declared once.
   The wait for the first token, however long a server prefills or queues, is bounded only by
   it.
 * ``read``: the longest silence, before the reply or between its chunks; by default the total
-  itself, so no shorter limit hides under ``--request-timeout``.
+  itself, so no shorter limit hides under ``--request-timeout``. One no shorter than the total
+  is not a limit of its own: a request silent to the end is always ``total_timeout``.
 * the byte-rate floor, for a streamed reply once its first token came: every
   ``floor_window`` seconds (60) it must have delivered at least ``floor_bytes`` (128) more
   bytes, else the request ends as ``read_timeout`` ("streaming stalled"). A server that drips a

@@ -103,6 +103,13 @@ class Case(_Model):
         default_factory=dict, description="plan_run options: sessions, workloads, shapes, arms..."
     )
     versions: list[VersionCase] = Field(min_length=1)
+    tries: int = Field(
+        default=1, ge=1, le=5,
+        description="A bug that shows only when requests meet by timing (prompts prefilled "
+        "together, say) may not show in every run: a version expected to be wrong "
+        "(correct false) is run up to this many times, until its run is wrong; the other "
+        "versions run once.",
+    )
 
     @field_validator("case_id")
     @classmethod
@@ -127,6 +134,8 @@ class CaseResult(_Model):
     label: str
     verdict_file: str
     mismatches: list[str] = Field(description="What differed from the expectation; [] = as expected.")
+    tries: int = Field(default=1, description="Runs made: more than one where the case's "
+                       "bug did not show in the first (Case.tries).")
 
     @property
     def as_expected(self) -> bool:

@@ -89,7 +89,9 @@ def run_case(
 ) -> CaseResult:
     """Install the case's engine at ``version`` (a label such as broken, or the version),
     probe it as the case says (``default_plan``: with no run options, as ``batchprobe run``
-    does by default), and compare the verdict with that plan's expectation."""
+    does by default), and compare the verdict with that plan's expectation. A version
+    expected wrong is run again, up to ``case.tries`` runs, while its run was not wrong (a
+    bug that needs requests to meet by timing); its last verdict is compared."""
     entry = case.version(version)
     if not output_dir.is_dir():
         raise ConfigError("output_dir", f"{output_dir} is not a folder")
@@ -104,21 +106,29 @@ def run_case(
         )  # fmt: skip
     ref = f"{case.engine}=={entry.version}"
     install(ref, cache_dir=cache_dir)
-    verdict_file = output_dir / f"{case.case_id}-{entry.label}{suffix}.json"
-    plan = plan_run(
-        engine=ref,
-        model=case_model(case.model, cache_dir),
-        patches=entry.patches,
-        engine_args=entry.engine_args,
-        output=verdict_file,
-        cache_dir=cache_dir,
-        **options,  # type: ignore[arg-type]
-    )
-    report = run_plan(plan, listener)
+    # Only a version whose run must be wrong is tried again, and only while it was not.
+    tries = case.tries if expect.correct is False else 1
+    model = case_model(case.model, cache_dir)
+    for attempt in range(1, tries + 1):
+        again = f"-try{attempt}" if attempt > 1 else ""
+        verdict_file = output_dir / f"{case.case_id}-{entry.label}{suffix}{again}.json"
+        plan = plan_run(
+            engine=ref,
+            model=model,
+            patches=entry.patches,
+            engine_args=entry.engine_args,
+            output=verdict_file,
+            cache_dir=cache_dir,
+            **options,  # type: ignore[arg-type]
+        )
+        report = run_plan(plan, listener)
+        if report.verdict.correct is False:
+            break
     return CaseResult(
         case_id=case.case_id,
         version=entry.version,
         label=entry.label,
         verdict_file=str(verdict_file),
         mismatches=check(report, expect),
+        tries=attempt,
     )

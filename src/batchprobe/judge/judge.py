@@ -39,11 +39,12 @@ from batchprobe.judge.answers import (
     usage_beyond_stream,
     usage_mismatch,
 )
+from batchprobe.judge.arm_level import arm_level, pool_failures, step_of
 from batchprobe.judge.divergence import sampled_divergence
 from batchprobe.judge.references import References, is_reference, needs_reference, references
 from batchprobe.judge.ties import Tie, near_tie
 from batchprobe.results.arms import ArmComparison, ArmResult
-from batchprobe.results.findings import CheckName, Finding, FindingKind, Judged, Severity
+from batchprobe.results.findings import CheckName, Finding, FindingKind, Judged
 from batchprobe.results.sessions import SessionResult, refused_up_front
 from batchprobe.results.shapes import SelfCheck
 from batchprobe.results.thresholds import Thresholds
@@ -65,10 +66,6 @@ CONTENT_CHECKS: frozenset[CheckName] = frozenset(
 )
 
 
-def _step(arm: ArmResult) -> int | None:
-    return arm.spec.depth
-
-
 def _copy(s: SessionResult) -> int:
     return s.situation.copy_index if s.situation is not None else 0
 
@@ -76,7 +73,7 @@ def _copy(s: SessionResult) -> int:
 def _finding(arm: ArmResult, s: SessionResult, kind: FindingKind, detail: str, **kw: object) -> Finding:
     return Finding(
         arm=arm.spec.name,
-        step=_step(arm),
+        step=step_of(arm),
         shape=s.shape,
         kind=kind,
         sessions=[s.session],
@@ -292,7 +289,7 @@ def _flip_rate(arm: ArmResult, flips: list[Finding], judged: int, t: Thresholds)
     sessions = sorted({s for f in flips for s in f.sessions})
     return Finding(
         arm=arm.spec.name,
-        step=_step(arm),
+        step=step_of(arm),
         kind=FindingKind.FLIP_RATE,
         sessions=sessions,
         evidence=f"{len(flips)}/{judged} answers flipped; serial {serial_rate:.0%}",
@@ -302,132 +299,6 @@ def _flip_rate(arm: ArmResult, flips: list[Finding], judged: int, t: Thresholds)
             f"far above what numerics flip (threshold {t.max_flip_rate:.0%})"
         ),
     )
-
-
-def _capacity(arm: ArmResult, t: Thresholds) -> Finding | None:
-    """Requests its clients dropped that the server went on running: hard when some still
-    ran at the deadline after the step's last request ended (the capacity is gone for good),
-    soft when the server ran more requests than were open for longer than the grace."""
-    c = arm.capacity
-    if c is None:
-        return None
-    dropped = [s.session for s in arm.sessions if s.hung_up]
-    severity: Severity = "hard"
-    said = (f"{c.source} counted up to {c.excess_max} request(s) running beyond those the client "
-            f"had open, for {c.excess_s:.1f} s at most, after {c.hung_up} client abort(s)")
-    if c.drained_s is None:
-        message = (f"dropped requests never stopped: {said}; {c.deadline_s:.0f} s after the "
-                   "step's last request ended the server still ran some (capacity lost for good)")
-    elif c.excess_s > t.abort_grace_s:
-        message = (f"dropped requests ran on: {said} (beyond the {t.abort_grace_s:g} s grace); "
-                   f"the server ran none {c.drained_s:.1f} s after the step (capacity lost "
-                   "while they ran)")
-        severity = "soft"
-    else:
-        return None
-    return Finding(arm=arm.spec.name, step=_step(arm), shape="aborts",
-                   kind=FindingKind.ABORT_IGNORED, severity=severity, sessions=dropped,
-                   evidence=f"excess {c.excess_max} for {c.excess_s:.1f} s; drained "
-                   + ("never" if c.drained_s is None else f"after {c.drained_s:.1f} s"),
-                   message=message)
-
-
-def _pool_failures(arm: ArmResult) -> list[SessionResult]:
-    """The pressure wave's requests the server took and then failed (not those it refused
-    up front with 429/503, not the oversize one, judged on its own)."""
-    p = arm.pressure
-    if p is None:
-        return []
-    return [s for s in arm.sessions if s.error is not None and not refused_up_front(s)
-            and (s.situation is None or s.situation.role != "oversize")]
-
-
-def _listed(sessions: list[int], most: int = 8) -> str:
-    more = f" and {len(sessions) - most} more" if len(sessions) > most else ""
-    return ", ".join(map(str, sessions[:most])) + more
-
-
-def _pool(arm: ArmResult) -> list[Finding]:
-    """A full KV pool that failed requests each of which fits alone (the scheduler admitted
-    more than the pool holds), and an oversize request that got neither an answer nor an
-    error within its deadline."""
-    p = arm.pressure
-    if p is None:
-        return []
-    found = []
-    failed = _pool_failures(arm)
-    if failed:
-        peak = (f"{p.peak_tokens} tokens in flight at the peak" if p.peak_tokens is not None
-                else f"{p.planned_tokens} tokens planned in flight")
-        first = failed[0].error
-        said = f": {first.message}" if first is not None else ""
-        found.append(Finding(
-            arm=arm.spec.name, step=_step(arm), shape="pressure", kind=FindingKind.KV_POOL,
-            sessions=[s.session for s in failed],
-            evidence=f"{len(failed)} of {p.requests} failed; pool {p.pool.tokens}",
-            message=(f"sessions {_listed([s.session for s in failed])}: {len(failed)} of "
-                     f"{p.requests} running requests failed when the KV pool "
-                     f"filled ({peak} against a pool of {p.pool.tokens}, {p.pool.source}); "
-                     f"each fits alone ({p.tokens_per_request} tokens), so the server admitted "
-                     f"more than its pool holds and failed what it had taken{said}"),
-        ))
-    if p.oversize == "hung":
-        oversize = [s.session for s in arm.sessions
-                    if s.situation is not None and s.situation.role == "oversize"]
-        found.append(Finding(
-            arm=arm.spec.name, step=_step(arm), shape="pressure", kind=FindingKind.KV_POOL,
-            sessions=oversize, evidence=f"no reply in {p.oversize_deadline_s:.0f} s",
-            message=(f"session {_listed(oversize)}, a request larger than the KV pool "
-                     f"({p.oversize_tokens} prompt tokens "
-                     f"against {p.pool.tokens}) got neither an error nor an answer within "
-                     f"{p.oversize_deadline_s:.0f} s: it hangs instead of being refused"),
-        ))
-    return found
-
-
-def _arm_level(arm: ArmResult, t: Thresholds) -> list[Finding]:
-    base = {"arm": arm.spec.name, "step": _step(arm)}
-    found = _pool(arm)
-    capacity = _capacity(arm, t)
-    if capacity is not None:
-        found.append(capacity)
-    if arm.warm_up_error is not None:
-        e = arm.warm_up_error
-        found.append(Finding(**base, kind=FindingKind.WARM_UP, error_kind=e.kind,  # type: ignore[arg-type]
-                             evidence=e.message,
-                             message=f"the warm-up request failed ({e.kind.value}): {e.message}"))
-    if arm.error is not None:
-        found.append(Finding(**base, kind=FindingKind.NOT_RUN, message=arm.error))  # type: ignore[arg-type]
-    if arm.server_alive_after is False:
-        dropped = [s for s in arm.sessions if s.hung_up]
-        found.append(Finding(**base, kind=FindingKind.SERVER_DEAD,  # type: ignore[arg-type]
-                             sessions=[s.session for s in dropped],
-                             message="the server stopped answering (no 1-token generation)"
-                             + _after_aborts(dropped)))
-    if arm.state in ("failed", "interrupted", "running", "pending"):
-        severity = "hard" if arm.state == "failed" else "info"
-        found.append(Finding(**base, kind=FindingKind.NOT_RUN, severity=severity,  # type: ignore[arg-type]
-                             message=f"did not complete (state {arm.state})"))
-    return found
-
-
-def _waiting(s: SessionResult) -> list[int]:
-    return (s.situation.waiting_at_hang_up or []) if s.situation is not None else []
-
-
-def _after_aborts(dropped: list[SessionResult]) -> str:
-    """What a server that stopped serving had been through: its clients' hang-ups, and who
-    waited for a first token (in prefill, or queued) at each."""
-    if not dropped:
-        return ""
-    drops = "; ".join(
-        f"session {s.session} hung up after {len(s.chunk_ends)} chunk(s)"
-        + (f" while session(s) {', '.join(map(str, _waiting(s)))} waited for their first token"
-           if _waiting(s) else "")
-        for s in dropped[:4]
-    )
-    more = f" (and {len(dropped) - 4} more)" if len(dropped) > 4 else ""
-    return f", after {len(dropped)} client abort(s) in this step: {drops}{more}"
 
 
 def _errors_grouped(found: list[Finding]) -> list[Finding]:
@@ -467,10 +338,10 @@ class ArmJudgement:
 
 def judge_arm(arm: ArmResult, reference: bool, refs: References, t: Thresholds) -> ArmJudgement:
     """Every finding of one arm (or step), and how many answers each check judged."""
-    found = _arm_level(arm, t)
+    found = arm_level(arm, t)
     tally = _Tally()
     awaiting: list[int] = []
-    pooled = {s.session for s in _pool_failures(arm)}
+    pooled = {s.session for s in pool_failures(arm)}
     for s in arm.sessions:
         if s.error is not None:
             if arm.pressure is None or not (s.session in pooled or refused_up_front(s)
@@ -509,7 +380,7 @@ def judge_arm(arm: ArmResult, reference: bool, refs: References, t: Thresholds) 
         tally.count(None, "flips")
     found += [rate] if rate is not None else []
     judged = [
-        Judged(arm=arm.spec.name, step=_step(arm), shape=shape, check=check, judged=n)
+        Judged(arm=arm.spec.name, step=step_of(arm), shape=shape, check=check, judged=n)
         for (shape, check), n in tally.judged.items()
     ]
     return ArmJudgement(_errors_grouped(found), judged, sorted(set(awaiting)))
@@ -539,7 +410,7 @@ def _not_judged(arms: Sequence[ArmResult], refs: References) -> list[Finding]:
 
 
 def _greedy(comparisons: Iterable[ArmComparison], arms: Sequence[ArmResult], t: Thresholds) -> list[Finding]:
-    steps = {a.spec.name: _step(a) for a in arms}
+    steps = {a.spec.name: step_of(a) for a in arms}
     found = []
     for c in comparisons:
         differ = c.greedy_compared - c.greedy_matches
@@ -589,7 +460,7 @@ def _unreferenced(arm: ArmResult, sessions: list[int]) -> list[Finding]:
     if not sessions:
         return []
     return [Finding(
-        arm=arm.spec.name, step=_step(arm), kind=FindingKind.NOT_JUDGED, severity="info",
+        arm=arm.spec.name, step=step_of(arm), kind=FindingKind.NOT_JUDGED, severity="info",
         sessions=sessions,
         message=f"{len(sessions)} wrong answer(s) not judged: no serial reference (the first "
         "ones of their kind, request path and workload, failed alone too, or the run ended "

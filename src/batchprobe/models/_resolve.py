@@ -9,6 +9,7 @@ from batchprobe.engines._types import ModelFormat
 from batchprobe.errors import ConfigError
 from batchprobe.files import atomic_path
 from batchprobe.models import tiny_task, unpack
+from batchprobe.models._checkpoint import check_local_model
 from batchprobe.paths import cache_dir as default_cache_dir
 
 GEMMA3_270M = "gemma3-270m"
@@ -55,7 +56,9 @@ def resolve_model(
     unpacked from it (:mod:`batchprobe.models.unpack`, built once into the cache).
 
     A path that does not exist is returned unchanged: some engines take hub ids,
-    and a bad path must reach the engine so its own error lands in the log.
+    and a bad path must reach the engine so its own error lands in the log. One that exists
+    is checked first (:func:`check_local_model`): a truncated or corrupt checkpoint is a
+    ``model`` error naming its file, before any engine starts.
     """
     text = str(model).strip()
     if not text:
@@ -74,4 +77,7 @@ def resolve_model(
                                        f"for a GGUF engine use {TINY_LLAMA} or {GEMMA3_270M}")
         return folder / tiny_task.GGUF_NAME
     path = Path(text).expanduser()
-    return path.resolve() if path.exists() else path
+    if not path.exists():
+        return path
+    check_local_model(path)
+    return path.resolve()

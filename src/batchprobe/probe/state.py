@@ -36,6 +36,7 @@ from batchprobe.results.models import (
 from batchprobe.results.repro import ReproCase
 from batchprobe.results.writer import write_report
 from batchprobe.send.arm import ArmContext
+from batchprobe.send.asking import Watched
 from batchprobe.send.clients import auto_procs
 from batchprobe.send.items import Plans, build_plans
 from batchprobe.send.replay import plans_for
@@ -190,7 +191,8 @@ class RunState:
             plans = self.plans = Plans(plans=plans_for(case.requests))
             self.report.planted = case.planted.model_copy(deep=True)
         else:
-            plans = self.plans = await build_plans(cfg, self.report.run_id, client, extra, props)
+            asker = Watched(client, cfg.liveness_timeout_s)
+            plans = self.plans = await build_plans(cfg, self.report.run_id, asker, extra, props)
         self.report.warnings += plans.warnings
         self.report.shapes = plans.status
         ctx = ArmContext(

@@ -99,17 +99,26 @@ def to_session(
     return result
 
 
-def _side_request(arm: str, ctx: ArmContext, purpose: str, max_tokens: int) -> CompletionRequest:
-    """An unmeasured request with its own prompt, so nothing it caches helps a measured one."""
+def side_request(
+    request_id: str, tag: str, api: Api, max_tokens: int, extra_body: dict[str, JsonValue],
+    seed: int | None = None,
+) -> CompletionRequest:
+    """An unmeasured request with its own prompt (``tag`` in it), so nothing it caches helps a
+    measured one: a warm-up, or a liveness check's 1-token request."""
     return CompletionRequest(
-        request_id=f"{ctx.run_id}-{arm}-{purpose}",
-        api=ctx.default_api,
-        prompt=f"[{purpose} {ctx.run_id} {arm}] The weather today is",
+        request_id=request_id,
+        api=api,
+        prompt=f"[{tag}] The weather today is",
         max_tokens=max_tokens,
         temperature=0.0,
-        seed=ctx.request_seed,
-        extra_body=dict(ctx.extra_body),
+        seed=seed,
+        extra_body=dict(extra_body),
     )
+
+
+def _side_request(arm: str, ctx: ArmContext, purpose: str, max_tokens: int) -> CompletionRequest:
+    return side_request(f"{ctx.run_id}-{arm}-{purpose}", f"{purpose} {ctx.run_id} {arm}",
+                        ctx.default_api, max_tokens, ctx.extra_body, ctx.request_seed)
 
 
 async def warm_up(client: OpenAIClient, arm: str, ctx: ArmContext) -> RequestRecord:
@@ -133,13 +142,25 @@ TIMEOUTS = frozenset({ErrorKind.CONNECT_TIMEOUT, ErrorKind.READ_TIMEOUT, ErrorKi
 """No reply at all in time (an error response or a dropped connection is a reply)."""
 
 
-async def _liveness(client: Completer, arm: str, ctx: ArmContext) -> RequestRecord | None:
-    """A 1-token request; None when it did not end within ``ctx.liveness_timeout_s``."""
-    request = _side_request(arm, ctx, "liveness", max_tokens=1)
+async def _within(client: Completer, request: CompletionRequest, timeout_s: float) -> RequestRecord | None:
+    """``request`` sent; None when it did not end within ``timeout_s``."""
     try:
-        return await asyncio.wait_for(client.complete(request), ctx.liveness_timeout_s)
+        return await asyncio.wait_for(client.complete(request), timeout_s)
     except asyncio.TimeoutError:
         return None
+
+
+async def _liveness(client: Completer, arm: str, ctx: ArmContext) -> RequestRecord | None:
+    """A 1-token request; None when it did not end within ``ctx.liveness_timeout_s``."""
+    return await _within(client, _side_request(arm, ctx, "liveness", max_tokens=1),
+                         ctx.liveness_timeout_s)
+
+
+async def silent(client: Completer, request: CompletionRequest, timeout_s: float) -> bool:
+    """Whether ``request`` (a 1-token one) gets no reply at all within ``timeout_s``: a
+    server that answers with an error, or drops the connection, still runs."""
+    record = await _within(client, request, timeout_s)
+    return record is None or (record.error is not None and record.error.kind in TIMEOUTS)
 
 
 async def generates(client: Completer, arm: str, ctx: ArmContext) -> bool:
@@ -152,7 +173,6 @@ async def generates(client: Completer, arm: str, ctx: ArmContext) -> bool:
 
 
 async def answers_nothing(client: Completer, arm: str, ctx: ArmContext) -> bool:
-    """Whether a 1-token request gets no reply at all within ``ctx.liveness_timeout_s``: a
-    server that answers with an error, or drops the connection, still runs."""
-    record = await _liveness(client, arm, ctx)
-    return record is None or (record.error is not None and record.error.kind in TIMEOUTS)
+    """Whether a 1-token request gets no reply at all within ``ctx.liveness_timeout_s``."""
+    return await silent(client, _side_request(arm, ctx, "liveness", max_tokens=1),
+                        ctx.liveness_timeout_s)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from batchprobe.client import OpenAIClient
 from batchprobe.client.types import CompletionRequest
+from batchprobe.send.asking import Asker
 from batchprobe.workload.haystack import DEFAULT_CHARS_PER_TOKEN, filler_lines
 
 _SAMPLE_TOKENS = 400
@@ -18,7 +18,7 @@ _ADDED_TOKENS = 16
 
 
 async def calibrate_chars_per_token(
-    client: OpenAIClient, run_id: str, prompt_style: str
+    client: Asker, run_id: str, prompt_style: str
 ) -> tuple[float | None, str | None]:
     """(chars per token, a warning when it had to fall back to the estimate).
 

@@ -10,9 +10,9 @@ from typing import BinaryIO
 
 from pydantic import JsonValue
 
-from batchprobe.client import OpenAIClient
 from batchprobe.client.types import Api, CompletionRequest, RequestRecord
 from batchprobe.results.items import Constraint, CountSpec
+from batchprobe.send.asking import Asker
 from batchprobe.workload import constraints as constrained
 from batchprobe.workload.shapes import BiasToken
 
@@ -23,7 +23,7 @@ FALLBACK_TOKENS_PER_NUMBER = 6.0  # digits one by one plus ", ": the most a toke
 
 
 async def serves_other_path(
-    client: OpenAIClient, run_id: str, prompt_style: str, extra: dict[str, JsonValue]
+    client: Asker, run_id: str, prompt_style: str, extra: dict[str, JsonValue]
 ) -> bool:
     """Whether the request path the prompt style does not use (chat for the completion
     style, completions for chat) answers a real 1-token generation. Only then do the
@@ -34,7 +34,7 @@ async def serves_other_path(
 
 
 async def _hello(
-    client: OpenAIClient, request_id: str, run_id: str, api: Api, extra: dict[str, JsonValue]
+    client: Asker, request_id: str, run_id: str, api: Api, extra: dict[str, JsonValue]
 ) -> RequestRecord:
     """One unmeasured 1-token generation over ``api``."""
     return await client.complete(
@@ -49,7 +49,7 @@ async def _hello(
 
 
 async def _probe(
-    client: OpenAIClient, run_id: str, what: str, prompt_style: str, prompt: str,
+    client: Asker, run_id: str, what: str, prompt_style: str, prompt: str,
     max_tokens: int, extra: dict[str, JsonValue], **fields: int,
 ) -> RequestRecord:
     """One unmeasured short request over the run's own path, asking for ``what`` (its
@@ -70,7 +70,7 @@ _NOT_SERVED = frozenset({404, 405, 501})
 
 
 async def refuses(
-    client: OpenAIClient, run_id: str, api: Api, extra: dict[str, JsonValue]
+    client: Asker, run_id: str, api: Api, extra: dict[str, JsonValue]
 ) -> bool:
     """Whether the server refuses a 1-token generation over ``api`` outright (404, 405, 501):
     a path it does not serve, not one that failed once."""
@@ -80,7 +80,7 @@ async def refuses(
 
 
 async def top_logprobs(
-    client: OpenAIClient, run_id: str, prompt_style: str, extra: dict[str, JsonValue], top: int
+    client: Asker, run_id: str, prompt_style: str, extra: dict[str, JsonValue], top: int
 ) -> tuple[bool, bool]:
     """Whether a 1-token request asking for ``top`` logprobs is answered, not refused (some
     servers reject the field), and whether any came back (then each greedy row checks its
@@ -92,7 +92,7 @@ async def top_logprobs(
 
 
 async def constraints(
-    client: OpenAIClient, run_id: str, apis: Sequence[Api], extra: dict[str, JsonValue]
+    client: Asker, run_id: str, apis: Sequence[Api], extra: dict[str, JsonValue]
 ) -> tuple[list[tuple[Constraint, Api]], list[str]]:
     """Each constraint the server honours and the first of ``apis`` (the request paths the
     run uses) that honours it: a short request under it whose answer fits it (llama.cpp takes
@@ -124,7 +124,7 @@ async def constraints(
 
 
 async def choices(
-    client: OpenAIClient, run_id: str, prompt_style: str, extra: dict[str, JsonValue], n: int
+    client: Asker, run_id: str, prompt_style: str, extra: dict[str, JsonValue], n: int
 ) -> str | None:
     """Why the server cannot answer ``n`` choices in one request (None: it can): a short
     greedy request asking for them must come back with indices 0 to n-1, each once."""
@@ -136,7 +136,7 @@ async def choices(
     return None if got == list(range(n)) else f"answered choice indices {got}"
 
 
-async def streams(client: OpenAIClient, run_id: str, api: str, extra: dict[str, JsonValue]) -> bool:
+async def streams(client: Asker, run_id: str, api: str, extra: dict[str, JsonValue]) -> bool:
     """Whether tokens arrive one after the other (join is triggered by stream progress)."""
     # Long enough that a client busy for a moment still sees two arrivals.
     record = await _probe(client, run_id, "stream", api, "Counting from 10: 10, 11, 12, 13,",
@@ -145,7 +145,7 @@ async def streams(client: OpenAIClient, run_id: str, api: str, extra: dict[str, 
     return record.error is None and record.streamed and len(set(times)) >= 2
 
 
-async def bias_tokens(client: OpenAIClient, model: str | None) -> tuple[list[BiasToken], str | None]:
+async def bias_tokens(client: Asker, model: str | None) -> tuple[list[BiasToken], str | None]:
     """Words the model's tokenizer reads as exactly one token, with their ids, and a note
     when there are none: from the engine's ``/tokenize`` (llama.cpp, vLLM, SGLang), else
     from the model folder's ``tokenizer.json``."""
@@ -164,7 +164,7 @@ def _single_tokens(ids: dict[str, list[int]]) -> list[BiasToken]:
     return [BiasToken(text=w, token_id=t[0]) for w, t in ids.items() if len(t) == 1]
 
 
-async def _served_ids(client: OpenAIClient) -> dict[str, list[int]] | None:
+async def _served_ids(client: Asker) -> dict[str, list[int]] | None:
     """Each bias word's ids from the engine's tokenizer endpoint; None: it has none."""
     found = {}
     for word in BIAS_WORDS:
@@ -192,7 +192,7 @@ def _local_ids(model: str | None) -> dict[str, list[int]] | str:
     return {w: list(tokenizer.encode(w, add_special_tokens=False).ids) for w in BIAS_WORDS}
 
 
-async def tokens_per_number(client: OpenAIClient) -> float:
+async def tokens_per_number(client: Asker) -> float:
     """How many tokens one ' 1234,' of a count costs (stop strings are placed with it)."""
     sample = CountSpec(first=4100, leading_space=True).ideal(_COUNT_SAMPLE)
     count = await client.tokenize(sample)

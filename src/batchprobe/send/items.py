@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 from pydantic import JsonValue
 
-from batchprobe.client import OpenAIClient
 from batchprobe.errors import ConfigError
 from batchprobe.results.items import Api, Constraint, WorkItem
 from batchprobe.results.models import RunConfig
 from batchprobe.results.shapes import ShapeStatus
 from batchprobe.send import discover
+from batchprobe.send.asking import Asker
 from batchprobe.send.calibrate import calibrate_chars_per_token
 from batchprobe.workload.haystack import DEFAULT_CHARS_PER_TOKEN
 from batchprobe.workload.shapes import (
@@ -156,7 +156,7 @@ def _any(wanted: set[str] | None, *shapes: str) -> bool:
 
 
 async def _context(
-    cfg: RunConfig, run_id: str, client: OpenAIClient, extra: dict[str, JsonValue], props: JsonValue
+    cfg: RunConfig, run_id: str, client: Asker, extra: dict[str, JsonValue], props: JsonValue
 ) -> tuple[ShapeContext, list[str]]:
     notes: list[str] = []
     cpt = None
@@ -220,7 +220,7 @@ async def _context(
 
 
 async def _paths(
-    cfg: RunConfig, run_id: str, client: OpenAIClient, extra: dict[str, JsonValue],
+    cfg: RunConfig, run_id: str, client: Asker, extra: dict[str, JsonValue],
     wanted: set[str] | None,
 ) -> tuple[bool, str | None]:
     """Whether the shapes send every other item over the other request path (only after a
@@ -242,7 +242,7 @@ async def _paths(
 async def build_plans(
     cfg: RunConfig,
     run_id: str,
-    client: OpenAIClient,
+    client: Asker,
     extra: dict[str, JsonValue],
     props: JsonValue = None,
 ) -> Plans:
