@@ -227,7 +227,9 @@ class OpenAIClient:
         then after each network read with the chunks streamed so far (traffic shapes send a
         request when others have streamed k tokens, or once another is at the server). Once
         ``hang_up`` is set the client closes the connection mid-reply, as a user who stops a
-        stream does: the record keeps what came before, ``hung_up`` true and no error.
+        stream does: the record keeps what came before, ``hung_up`` true and no error. One set
+        by ``on_progress`` itself takes effect before the next read, however much of the reply
+        is already waiting.
         """
         parser = ReplyParser(
             req.api,
@@ -243,7 +245,7 @@ class OpenAIClient:
         reconnects: list[str] = []
         hung_up = False
         try:
-            exchange = self._exchange(req, parser, reconnects, on_progress)
+            exchange = self._exchange(req, parser, reconnects, on_progress, hang_up)
             if hang_up is None:
                 await exchange
             else:
@@ -267,8 +269,10 @@ class OpenAIClient:
         parser: ReplyParser,
         reconnects: list[str],
         on_progress: Callable[[int], None] | None = None,
-    ) -> None:
-        """One request's exchange: its send (``_send``), then its reply into ``parser``."""
+        hang_up: asyncio.Event | None = None,
+    ) -> bool:
+        """One request's exchange: its send (``_send``), then its reply into ``parser``; True
+        when it stopped reading on ``hang_up``, set between two reads."""
         body = dumps(self.request_body(req))
         headers = request_headers(self._request_id(req.request_id), self._api_key)
         sent = None if on_progress is None else functools.partial(on_progress, 0)
@@ -278,12 +282,15 @@ class OpenAIClient:
         )
         async with resp:
             try:
-                await _read_reply(
-                    resp, parser, self.limits.max_body_bytes, self.timeouts, on_progress
+                stopped = await _read_reply(
+                    resp, parser, self.limits.max_body_bytes, self.timeouts, on_progress, hang_up
                 )
             except asyncio.CancelledError:
                 resp.close()  # a hang-up: the connection goes, never back to the pool
                 raise
+            if stopped:
+                resp.close()
+            return stopped
 
     async def _send(
         self, method: str, url: URL, *, data: bytes | None, headers: dict[str, str],
@@ -319,10 +326,10 @@ class OpenAIClient:
             return resp
 
 
-async def _unless(exchange: Coroutine[Any, Any, None], hang_up: asyncio.Event) -> bool:
+async def _unless(exchange: Coroutine[Any, Any, bool], hang_up: asyncio.Event) -> bool:
     """Run ``exchange`` until it ends or ``hang_up`` is set; True when the client hung up
-    first (the exchange is cancelled: ``_exchange`` closes the connection, whose reply was
-    not read to its end, so it is never reused)."""
+    first (the exchange is cancelled, or stopped reading between two reads: ``_exchange``
+    closes the connection, whose reply was not read to its end, so it is never reused)."""
     task = asyncio.ensure_future(exchange)
     signal = asyncio.ensure_future(hang_up.wait())
     try:
@@ -333,8 +340,7 @@ async def _unless(exchange: Coroutine[Any, Any, None], hang_up: asyncio.Event) -
             task.cancel()  # a hang-up, or this request itself cancelled
         signal.cancel()
     if not hung_up:
-        await task  # it ended first: its result, or its failure
-        return False
+        return await task  # it ended first: its result, or its failure
     await asyncio.wait((task,))  # the connection closed before the record is made
     return True
 
@@ -345,19 +351,20 @@ async def _read_reply(
     max_body: int,
     timeouts: Timeouts,
     on_progress: Callable[[int], None] | None = None,
-) -> None:
+    hang_up: asyncio.Event | None = None,
+) -> bool:
+    """Read the reply into ``parser``; True when a stream stopped early on ``hang_up``."""
     if resp.status >= 300:
         await _raise_http_status(resp)
     first = await resp.content.readany()
     kind = _reply_kind(resp.content_type, first)
     if kind == "sse":
-        await _read_stream(resp.content, parser, first, timeouts, on_progress)
-        return
+        return await _read_stream(resp.content, parser, first, timeouts, on_progress, hang_up)
     body = await _read_body(resp, max_body, first)
     if kind == "json":
         # Non-streaming, or a server that answers a streaming request with JSON.
         parser.feed_json(body, perf_counter())
-        return
+        return False
     raise Fault(
         ErrorKind.MALFORMED_STREAM,
         f"reply is neither an event stream nor JSON ({resp.content_type})",
@@ -371,7 +378,11 @@ async def _read_stream(
     first: bytes,
     timeouts: Timeouts,
     on_progress: Callable[[int], None] | None = None,
-) -> None:
+    hang_up: asyncio.Event | None = None,
+) -> bool:
+    """True when it stopped on ``hang_up``, seen set after a read (set by ``on_progress``
+    or while the read waited): the rest of a short reply may already be here, but the client
+    has hung up."""
     # The hot loop: one timestamp per network read, shared by every event in it.
     feed = parser.feed
     pieces = parser.pieces
@@ -379,24 +390,29 @@ async def _read_stream(
     # Until the first token: no floor (the server may prefill or queue, or send keep-alives).
     while data:
         if feed(data, perf_counter()):
-            return
+            return False
         if on_progress is not None:
             on_progress(len(pieces))
+        if hang_up is not None and hang_up.is_set():
+            return True
         if pieces:
             break
         data = await content.readany()
     if not data:
-        return
+        return False
     floor = RateFloor(content, timeouts.floor_window, timeouts.floor_bytes)
     try:
         while data := await content.readany():
             floor.received += len(data)
             if feed(data, perf_counter()):
-                return
+                return False
             if on_progress is not None:
                 on_progress(len(pieces))
+            if hang_up is not None and hang_up.is_set():
+                return True
     finally:
         floor.stop()
+    return False
 
 
 class RateFloor:

@@ -18,168 +18,15 @@ from batchprobe.client.types import CompletionRequest, RequestRecord
 from batchprobe.errors import EngineStalled
 from batchprobe.results.items import WorkItem
 from batchprobe.results.models import ArmResult, ArmSpec
-from batchprobe.results.shapes import (
-    MAX_DEPARTURES,
-    Departure,
-    Situation,
-    WaveResult,
-)
+from batchprobe.results.shapes import Situation, WaveResult
 from batchprobe.send.arm import TIMEOUTS, ArmContext, answers_nothing, to_session
 from batchprobe.send.load import InFlight
 from batchprobe.send.replay import sent_after
+from batchprobe.send.wave_state import Wave
 from batchprobe.workload.constraints import request_fields
 from batchprobe.workload.conversation import continue_turn
-from batchprobe.workload.shapes import (
-    AfterFinish,
-    AfterStart,
-    AfterTokens,
-    HangUp,
-    Send,
-    ShapePlan,
-    Trigger,
-)
+from batchprobe.workload.shapes import Send, ShapePlan
 from batchprobe.workload.shapes.params import COMPARED_ROLES
-
-
-@dataclass
-class _Live:
-    session: int
-    copy_index: int
-    choices: int = 1
-    """What it counts in the client's requests in flight: a server runs each choice apart."""
-    tokens: int = 0
-    sent: bool = False
-    """Its body was written to the connection (it may be at the server)."""
-    done: bool = False
-    departures: list[Departure] = field(default_factory=list)
-    more_departures: int = 0
-    waiting_at_hang_up: list[int] | None = None
-
-
-@dataclass(frozen=True)
-class _Waiting:
-    """Met while a request of the wave other than ``session``'s waits for its first token."""
-
-    session: int
-
-
-@dataclass
-class _Waiter:
-    trigger: Trigger | _Waiting
-    ready: asyncio.Future[None]
-
-
-class _Wave:
-    """Who is in flight, how far each has streamed, and who waits for whom."""
-
-    def __init__(self, flight: InFlight | None = None) -> None:
-        self.flight = flight or InFlight()
-        self.live: dict[tuple[int, int], _Live] = {}
-        self.first: dict[int, _Live] = {}
-        self.waiters: list[_Waiter] = []
-        self.moved_at = time.perf_counter()
-        """When a stream of this wave last received a token."""
-        self.alive_at = 0.0
-        """When a liveness check last found the server generating."""
-        self.checking = asyncio.Lock()
-
-    def _waiting(self, session: int) -> list[int]:
-        """Requests of the wave on the wire, not done and with no token yet, but ``session``'s."""
-        return sorted(s.session for s in self.live.values()
-                      if s.session != session and s.sent and not s.done and not s.tokens)
-
-    def _met(self, trigger: Trigger | _Waiting) -> bool:
-        if isinstance(trigger, _Waiting):
-            return bool(self._waiting(trigger.session))
-        if isinstance(trigger, AfterStart):
-            state = self.first.get(trigger.session)
-            return state is not None and (state.sent or state.done)
-        if isinstance(trigger, AfterFinish):
-            state = self.first.get(trigger.session)
-            return state is not None and state.done
-        states = [self.first.get(s) for s in trigger.sessions]
-        return all(s is not None and (s.done or s.tokens >= trigger.tokens) for s in states)
-
-    def _wake(self) -> None:
-        for waiter in list(self.waiters):
-            if self._met(waiter.trigger) and not waiter.ready.done():
-                waiter.ready.set_result(None)
-                self.waiters.remove(waiter)
-
-    async def wait(self, trigger: Trigger | _Waiting | None) -> None:
-        if trigger is None or self._met(trigger):
-            return
-        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        waiter = _Waiter(trigger, ready)
-        self.waiters.append(waiter)
-        try:
-            await ready
-        finally:
-            if waiter in self.waiters:
-                self.waiters.remove(waiter)
-
-    def arrive(self, session: int, copy_index: int, choices: int = 1) -> tuple[_Live, int, int]:
-        """Register a request (of ``choices``); (its state, others in flight, of those
-        already decoding)."""
-        others = [s for s in self.live.values() if not s.done]
-        state = _Live(session, copy_index, choices)
-        self.live[(session, copy_index)] = state
-        self.flight.n += choices
-        if copy_index == 0:
-            self.first[session] = state
-        if self.waiters:
-            self._wake()
-        return state, len(others), sum(1 for s in others if s.tokens > 0)
-
-    async def hang_up(self, state: _Live, when: HangUp, event: asyncio.Event) -> None:
-        """Set ``event`` (the client hangs up ``state``'s stream) once ``when`` is met, and
-        record who of the wave still waited for a first token at that moment."""
-        me = state.session
-        await self.wait(AfterTokens((me,), when.tokens))
-        if when.beside is not None:
-            # Until the long prompt is on the wire or another request waits for its first token
-            # (a slot freed), or, the wave holding every slot, ``latest`` chunks in.
-            triggers: list[Trigger | _Waiting] = [
-                AfterStart(when.beside), _Waiting(me), AfterTokens((me,), when.latest)]
-            waits = [asyncio.ensure_future(self.wait(t)) for t in triggers]
-            try:
-                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for w in waits:
-                    w.cancel()
-            if when.beside in self.first:
-                # It holds a slot, so it is on its way to the wire: ``latest`` is for a long
-                # prompt that has none, not for one a busy client worker process relays late.
-                await self.wait(AfterStart(when.beside))
-            if self._waiting(me):
-                await asyncio.sleep(when.settle_s)  # its request on the wire, at the server
-        if state.done:
-            return
-        state.waiting_at_hang_up = self._waiting(me)
-        event.set()
-
-    def progress(self, state: _Live, tokens: int) -> None:
-        """``state``'s request is on the wire (``tokens`` 0, its first call) or has read a
-        reply with ``tokens`` chunks in it."""
-        if tokens or state.sent:
-            self.moved_at = time.perf_counter()
-        state.tokens = tokens
-        state.sent = True
-        if self.waiters:
-            self._wake()
-
-    def leave(self, state: _Live) -> None:
-        state.done = True
-        self.flight.n -= state.choices
-        survivors = [s for s in self.live.values() if not s.done]
-        for other in survivors:
-            if len(other.departures) >= MAX_DEPARTURES:
-                other.more_departures += 1
-                continue
-            other.departures.append(
-                Departure(session=state.session, at_token=other.tokens, in_flight=len(survivors))
-            )
-        self._wake()
 
 
 @dataclass
@@ -248,7 +95,7 @@ async def _send(
     client: Completer,
     arm: ArmResult,
     ctx: ArmContext,
-    wave: _Wave,
+    wave: Wave,
     send: Send,
     times: tuple[float, float],
     limit: asyncio.Semaphore,
@@ -313,7 +160,7 @@ async def _send(
 
 
 async def _still_generating(
-    client: Completer, arm: ArmResult, ctx: ArmContext, wave: _Wave, kind: str
+    client: Completer, arm: ArmResult, ctx: ArmContext, wave: Wave, kind: str
 ) -> None:
     """After a request timed out: raise :class:`EngineStalled` when a 1-token request gets no
     reply at all and no stream of the wave moved for a liveness window before the timeout nor
@@ -348,7 +195,7 @@ async def _phases(
     arm: ArmResult,
     ctx: ArmContext,
     plan: ShapePlan,
-    wave: _Wave | None,
+    wave: Wave | None,
     times: tuple[float, float],
     limit: asyncio.Semaphore,
 ) -> None:
@@ -361,7 +208,7 @@ async def _phases(
     turns = _Turns()
     for phase in sorted({s.phase for s in sends}):
         batch = [s for s in sends if s.phase == phase]
-        shared = wave or _Wave()
+        shared = wave or Wave()
         if serial:
             for send in batch:
                 await _send(client, arm, ctx, shared, send, times, limit, cached, turns)
@@ -413,7 +260,7 @@ async def run_mixed_wave(
     started = time.perf_counter()
     t0 = started if t0 is None else t0
     limit = asyncio.Semaphore(arm.spec.concurrency)
-    wave = _Wave(flight)
+    wave = Wave(flight)
 
     async def one(plan: ShapePlan) -> float:
         await _phases(client, arm, ctx, plan, wave, (t0, started), limit)
