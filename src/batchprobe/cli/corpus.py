@@ -71,15 +71,11 @@ def run_cmd(
                 listener=listener,
             )  # fmt: skip
         tried = f" (on run {result.tries} of {case.tries})" if result.tries > 1 else ""
-        if result.as_expected:
-            out.print(f"{escape(head)}: as expected{tried}; verdict "
-                      f"{escape(result.verdict_file)}")
-        else:
-            failed = True
-            out.print(f"{escape(head)}: NOT as expected{tried}; verdict "
-                      f"{escape(result.verdict_file)}")
-            for mismatch in result.mismatches:
-                out.print(f"  - {escape(mismatch)}")
+        said = "as expected" if result.as_expected else "NOT as expected"
+        failed = failed or not result.as_expected
+        out.print(f"{escape(head)}: {said}{tried}; verdict {escape(result.verdict_file)}")
+        for mismatch in result.mismatches:
+            out.print(f"  - {escape(mismatch)}")
     code = 1 if failed else 0
     set_exit_code(code)
     raise SystemExit(code)

@@ -156,11 +156,15 @@ async def _liveness(client: Completer, arm: str, ctx: ArmContext) -> RequestReco
                          ctx.liveness_timeout_s)
 
 
-async def silent(client: Completer, request: CompletionRequest, timeout_s: float) -> bool:
-    """Whether ``request`` (a 1-token one) gets no reply at all within ``timeout_s``: a
-    server that answers with an error, or drops the connection, still runs."""
-    record = await _within(client, request, timeout_s)
+def _no_reply(record: RequestRecord | None) -> bool:
+    """No reply at all: a server that answers with an error, or drops the connection, still
+    runs."""
     return record is None or (record.error is not None and record.error.kind in TIMEOUTS)
+
+
+async def silent(client: Completer, request: CompletionRequest, timeout_s: float) -> bool:
+    """Whether ``request`` (a 1-token one) gets no reply at all within ``timeout_s``."""
+    return _no_reply(await _within(client, request, timeout_s))
 
 
 async def generates(client: Completer, arm: str, ctx: ArmContext) -> bool:
@@ -174,5 +178,4 @@ async def generates(client: Completer, arm: str, ctx: ArmContext) -> bool:
 
 async def answers_nothing(client: Completer, arm: str, ctx: ArmContext) -> bool:
     """Whether a 1-token request gets no reply at all within ``ctx.liveness_timeout_s``."""
-    return await silent(client, _side_request(arm, ctx, "liveness", max_tokens=1),
-                        ctx.liveness_timeout_s)
+    return _no_reply(await _liveness(client, arm, ctx))
